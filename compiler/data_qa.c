@@ -20,7 +20,7 @@
  *                                        the context, -1 elsewhere (to read an answer back)
  * and DIR/val_*.npy from --val's file, or the last F of FILE's examples (0.1; none with
  * 0); --unlabeled: DIR/test_*.npy without y, for --predict. The token offsets are
- * tokenizers' offsets_mapping (rt_tok_encode_offsets): WordPiece and byte-level BPE.
+ * tokenizers' offsets_mapping (rt_tok_encode_offsets): WordPiece, byte-level BPE and Unigram.
  * With --answers, a trainer's predictions over those rows read back as text
  * (data_qa_answers.c). */
 #define _GNU_SOURCE

@@ -110,6 +110,13 @@ static int check_augment(const Spec *s, char *err, size_t errlen, char *key, siz
                      rt_dtype_name(in->dtype));
             return -1;
         }
+        if (t->has_jitter && (in->dtype != RT_U8 || (in->shape[0] != 1 && in->shape[0] != 3))) {
+            snprintf(key, keylen, "loader.augment.color_jitter");
+            snprintf(err, errlen, "color_jitter works on 8-bit images of 1 or 3 channels "
+                     "(Pillow's L and RGB), and input '%s' is %s [%lld, ...]", in->name,
+                     rt_dtype_name(in->dtype), (long long)in->shape[0]);
+            return -1;
+        }
         if (shift != 0 && t->has_crop && t->crop_padding > 0 && t->crop_fill == 0) {
             snprintf(key, keylen, "loader.augment.random_crop");
             snprintf(err, errlen, "random_crop pads with zeros after scale and shift, and "

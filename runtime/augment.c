@@ -167,6 +167,64 @@ void rt_gather_resized_crop(const unsigned char *data, const int32_t *idx, unsig
     }
 }
 
+const int rt_jitter_orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                      {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+rt_jitter rt_jitter_of(const rt_train_config *c)
+{
+    return (rt_jitter){{c->jitter[0], c->jitter[1], c->jitter[2]}};
+}
+
+void rt_jitter_draw_of(const rt_jitter *k, uint64_t bits, rt_jitter_draw *d)
+{
+    uint64_t b = rt_mix64(bits ^ 0x6A09E667F3BCC909ull);
+    memcpy(d->order, rt_jitter_orders[b % 6], sizeof d->order);
+    for (int i = 0; i < 3; i++) {
+        double lo = k->v[i] < 1.0 ? 1.0 - k->v[i] : 0.0, hi = 1.0 + k->v[i];
+        double u = unit53(rt_mix64(b ^ (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull));
+        d->f[i] = k->v[i] > 0 ? (float)(lo + u * (hi - lo)) : 1.0f;
+    }
+}
+
+/* Pillow's Image.blend(D, x, f) of one value: D + f (x - D) in float, truncated, clipped */
+static unsigned char blend(int dg, int x, float f)
+{
+    float t = (float)dg + f * (float)(x - dg);
+    return t <= 0.0f ? 0 : t >= 255.0f ? 255 : (unsigned char)t;
+}
+
+/* Pillow's L of pixel p of a [C, H, W] image (C 1 or 3), n = H W */
+static int luma(const unsigned char *img, int64_t C, int64_t n, int64_t p)
+{
+    if (C == 1)
+        return img[p];
+    return (img[p] * 19595 + img[n + p] * 38470 + img[2 * n + p] * 7471 + 0x8000) >> 16;
+}
+
+void rt_color_jitter(unsigned char *img, int64_t C, int64_t H, int64_t W, const rt_jitter *k,
+                     const rt_jitter_draw *d)
+{
+    const int64_t n = H * W;
+    for (int s = 0; s < 3; s++) {
+        const int step = d->order[s];
+        const float f = d->f[step];
+        if (k->v[step] <= 0 || (step == 2 && C == 1))
+            continue;   /* (one channel's saturation: blended with itself) */
+        int mean = 0;
+        if (step == 1) {   /* ImageStat's mean of the L image, rounded */
+            double sum = 0;
+            for (int64_t p = 0; p < n; p++)
+                sum += luma(img, C, n, p);
+            mean = (int)(sum / (double)n + 0.5);
+        }
+        for (int64_t p = 0; p < n; p++) {
+            int dg = step == 0 ? 0 : step == 1 ? mean : luma(img, C, n, p);
+            for (int64_t c = 0; c < C; c++)
+                img[c * n + p] = blend(dg, img[c * n + p], f);
+        }
+    }
+}
+
 /* A share of 2^24, rounded: 0 .. 2^24 */
 static uint32_t share24(double p)
 {

@@ -191,6 +191,10 @@ typedef struct Field {
     X("loader.augment.random_resized_crop.ratio", "0.75,1.3333333333333333",            \
       PAIR(rrc_r0, rrc_r1, R_POS))                                                       \
     X("loader.augment.hflip", "false", BOOL(hflip))                                     \
+    X("loader.augment.color_jitter", "null", SECTION_QUIET(has_jitter))                 \
+    X("loader.augment.color_jitter.brightness", "0", REAL(jitter[0], R_NONNEG))         \
+    X("loader.augment.color_jitter.contrast", "0", REAL(jitter[1], R_NONNEG))           \
+    X("loader.augment.color_jitter.saturation", "0", REAL(jitter[2], R_NONNEG))         \
     X("loader.mask", "null", SECTION_QUIET(has_mask))                                   \
     X("loader.mask.token", "null", INT_OR_NULL(mask_token, 0))                          \
     X("loader.mask.prob", "0.15", REAL(mask_prob, R_FRAC))                              \

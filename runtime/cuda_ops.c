@@ -442,6 +442,16 @@ void rt_cu_gather_resized_crop(rt_exec *e, const void *data, const int32_t *idx,
     rt_cu_launch(e, "rt_gather_resized_crop", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
+void rt_cu_color_jitter(rt_exec *e, void *x, const int32_t *idx, int64_t rows, int64_t C,
+                        int64_t H, int64_t W, const rt_jitter *k, uint64_t seed, int64_t epoch)
+{
+    if (rows <= 0)
+        return;
+    double b = k->v[0], c = k->v[1], s = k->v[2];
+    void *args[] = {&x, &idx, &C, &H, &W, &b, &c, &s, &seed, &epoch};
+    rt_cu_launch(e, "rt_color_jitter", (unsigned)rows, 1, 1, 256, 1, 0, args);
+}
+
 void rt_cu_mask_tokens(rt_exec *e, void *x, void *y, const int32_t *idx, int64_t rows, int64_t T,
                        const rt_mask_rule *k, int64_t epoch)
 {

@@ -1120,6 +1120,8 @@ struct rt_loader {
     int aug, aug_hflip;        /* on, flips */
     int aug_rrc;               /* random_resized_crop (rt_loader_set_rrc) in the crop's place */
     rt_rrc rrc;
+    int aug_jitter;            /* color_jitter (rt_loader_set_jitter) after them */
+    rt_jitter jitter;
     int mask, mask_in, mask_tgt; /* loader.mask (rt_loader_set_mask): on, its two inputs */
     rt_mask_rule mask_rule;
     int64_t *order;            /* [n]: this rank's samples of the current epoch, in order */
@@ -1181,7 +1183,7 @@ static size_t slot_bytes(const rt_loader *l, int i);
 
 /* loader.augment on the rows of a batch just gathered (each input [C, H, W]): row i, the
  * dataset's row order[lo + i], copied aside and cropped (or resized-cropped) and flipped
- * back into place */
+ * back into place, then color-jittered there */
 static void augment_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_t lo,
                           int64_t rows)
 {
@@ -1203,6 +1205,11 @@ static void augment_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int
             } else
                 rt_augment_image(s->aug, row, in->shape[0], in->shape[1], in->shape[2], (int)elem,
                                  l->aug_pad, top, left, flip);
+            if (l->aug_jitter) {   /* (u8 images of 1 or 3 channels) */
+                rt_jitter_draw jd;
+                rt_jitter_draw_of(&l->jitter, bits, &jd);
+                rt_color_jitter(row, in->shape[0], in->shape[1], in->shape[2], &l->jitter, &jd);
+            }
         }
     }
 }
@@ -1224,6 +1231,12 @@ void rt_loader_set_rrc(rt_loader *l, const rt_rrc *k)
 {
     l->aug_rrc = 1;
     l->rrc = *k;
+}
+
+void rt_loader_set_jitter(rt_loader *l, const rt_jitter *k)
+{
+    l->aug_jitter = 1;
+    l->jitter = *k;
 }
 
 void rt_loader_set_mask(rt_loader *l, const rt_mask_rule *k, int in, int tgt)
@@ -1334,7 +1347,7 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
         }
         l->slots[s].aug = NULL;
     }
-    l->aug = l->aug_hflip = l->aug_rrc = 0;
+    l->aug = l->aug_hflip = l->aug_rrc = l->aug_jitter = 0;
     l->aug_pad = 0;
     l->mask = 0;
     PT_CHECK(pthread_mutex_init(&l->mu, NULL));

@@ -264,6 +264,8 @@ typedef struct rt_cu {
     uint64_t aug_seed;
     int aug_rrc;               /* random_resized_crop in the crop's place */
     rt_rrc rrc;
+    int aug_jitter;            /* color_jitter after them */
+    rt_jitter jitter;
     int mask, mask_in, mask_tgt; /* loader.mask on the training set's rows: on, its inputs */
     rt_mask_rule mask_rule;
     rt_dptr data[2][RT_MAX_INPUTS]; /* loader.on_gpu: each input of set 0 (train), 1 (val) */
@@ -1146,7 +1148,33 @@ void rt_cu_set_rrc(rt_exec *e, const rt_rrc *k)
     d->rrc = *k;
 }
 
+void rt_cu_set_jitter(rt_exec *e, const rt_jitter *k)
+{
+    rt_cu *d = dev_of(e);
+    d->aug_jitter = 1;
+    d->jitter = *k;
+}
+
 void rt_cu_slot_epoch(rt_exec *e, int slot, int64_t epoch) { dev_of(e)->slot_epoch[slot] = epoch; }
+
+/* Input k of training images gathered into slot `slot`, cropped (or resized-cropped) and
+ * flipped on the way, then color-jittered in place (loader.augment) */
+static void gather_augmented(rt_exec *e, rt_cu *d, const rt_input *in, int slot, int k,
+                             int64_t rows, int64_t elem)
+{
+    const void *src = (const void *)(uintptr_t)d->data[0][k];
+    const int32_t *idx = (const int32_t *)(uintptr_t)d->idx[slot];
+    void *dst = (void *)(uintptr_t)d->in[slot][k];
+    int64_t C = in->shape[0], H = in->shape[1], W = in->shape[2], ep = d->slot_epoch[slot];
+    if (d->aug_rrc)   /* (u8 images) */
+        rt_cu_gather_resized_crop(e, src, idx, dst, rows, C, H, W, &d->rrc, d->aug_hflip,
+                                  d->aug_seed, ep);
+    else
+        rt_cu_gather_augment(e, src, idx, dst, rows, C, H, W, elem, d->aug_pad, d->aug_hflip,
+                             d->aug_seed, ep);
+    if (d->aug_jitter)   /* (u8 images of 1 or 3 channels) */
+        rt_cu_color_jitter(e, dst, idx, rows, C, H, W, &d->jitter, d->aug_seed, ep);
+}
 
 /* The next kernels read slot `slot`: e->in points there, and the compute stream waits
  * for the slot's copy. */
@@ -1164,20 +1192,8 @@ void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows)
     for (int k = 0; set >= 0 && k < m->n_inputs; k++) {   /* the rows, from the dataset */
         int64_t rb = (int64_t)input_row_bytes(&m->inputs[k]);
         const rt_input *in = &m->inputs[k];
-        if (set == 0 && d->aug && d->aug_rrc && in->rank == 3) {   /* (u8 images) */
-            rt_cu_gather_resized_crop(e, (const void *)(uintptr_t)d->data[set][k],
-                                      (const int32_t *)(uintptr_t)d->idx[slot],
-                                      (void *)(uintptr_t)d->in[slot][k], rows, in->shape[0],
-                                      in->shape[1], in->shape[2], &d->rrc, d->aug_hflip,
-                                      d->aug_seed, d->slot_epoch[slot]);
-            continue;
-        }
         if (set == 0 && d->aug && in->rank == 3) {   /* training images: augmented */
-            rt_cu_gather_augment(e, (const void *)(uintptr_t)d->data[set][k],
-                                 (const int32_t *)(uintptr_t)d->idx[slot],
-                                 (void *)(uintptr_t)d->in[slot][k], rows, in->shape[0],
-                                 in->shape[1], in->shape[2], rb / in->numel, d->aug_pad,
-                                 d->aug_hflip, d->aug_seed, d->slot_epoch[slot]);
+            gather_augmented(e, d, in, slot, k, rows, rb / in->numel);
             continue;
         }
         void *args[] = {&d->data[set][k], &d->idx[slot], &d->in[slot][k], &rows, &rb};

@@ -321,6 +321,8 @@ typedef struct rt_train_config {
                                   shift), 1 "raw" (a raw 0, before them: torchvision's
                                   RandomCrop on images, then Normalize) */
     int hflip;                 /* loader.augment.hflip */
+    int has_jitter;            /* loader.augment.color_jitter given: its brightness, */
+    double jitter[3];          /* contrast and saturation (0: not that one) */
     int has_rrc;               /* loader.augment.random_resized_crop given: */
     double rrc_smin, rrc_smax; /* its scale (the area's share) */
     double rrc_r0, rrc_r1;     /* and aspect ratio ranges */
@@ -697,6 +699,34 @@ void rt_resized_crop(const unsigned char *src, unsigned char *dst, int64_t C, in
 void rt_gather_resized_crop(const unsigned char *data, const int32_t *idx, unsigned char *dst,
                             int64_t rows, int64_t C, int64_t H, int64_t W, const rt_rrc *k,
                             int hflip, uint64_t seed, int64_t epoch);
+/* ---- loader.augment.color_jitter: torchvision's ColorJitter on a PIL image ---------
+ * After the crop and the flip, brightness, contrast and saturation in an order drawn
+ * with their factors from rt_aug_bits(seed, epoch, index): b = rt_mix64(bits ^
+ * 0x6A09E667F3BCC909), the order the permutation of the three that b mod 6 numbers (in
+ * the order of rt_jitter_orders), factor i = lo + u (hi - lo) rounded to a float (u the
+ * top 53 bits of rt_mix64(b ^ (i + 1) 0x9E3779B97F4A7C15) / 2^53, [lo, hi] = [max(0, 1 -
+ * v), 1 + v] for the key's v; a v of 0 leaves that one out). Each is Pillow's
+ * ImageEnhance (Image.blend of a degenerate image D and the image: D + f (x - D) in
+ * float, truncated, clipped to [0, 255]): Brightness D 0, Contrast D the mean of the
+ * image's L values (Pillow's luma in its fixed point, (R 19595 + G 38470 + B 7471 +
+ * 2^15) >> 16; the value itself for one channel) rounded, int(mean + 0.5), Color
+ * (saturation) D each pixel's L (nothing for one channel). u8 images of 1 or 3
+ * channels. */
+typedef struct rt_jitter {
+    double v[3];               /* brightness, contrast, saturation: 0 = off */
+} rt_jitter;
+typedef struct rt_jitter_draw {
+    int order[3];              /* 0 brightness, 1 contrast, 2 saturation */
+    float f[3];                /* their factors (1 where off) */
+} rt_jitter_draw;
+extern const int rt_jitter_orders[6][3];
+rt_jitter rt_jitter_of(const rt_train_config *c);
+void rt_jitter_draw_of(const rt_jitter *k, uint64_t bits, rt_jitter_draw *d);
+/* img [C, H, W] (C 1 or 3) jittered in place */
+void rt_color_jitter(unsigned char *img, int64_t C, int64_t H, int64_t W, const rt_jitter *k,
+                     const rt_jitter_draw *d);
+/* The loader's color_jitter after its crops and flips (rt_loader_set_augment first) */
+void rt_loader_set_jitter(rt_loader *l, const rt_jitter *k);
 /* The loader's random_resized_crop in the crop's place (rt_resized_crop: u8 images),
  * after rt_loader_set_augment. */
 void rt_loader_set_rrc(rt_loader *l, const rt_rrc *k);

@@ -201,6 +201,12 @@ void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, 
 void rt_cu_set_augment(rt_exec *e, int64_t pad, int hflip, uint64_t seed);
 /* random_resized_crop in the crop's place (after rt_cu_set_augment) */
 void rt_cu_set_rrc(rt_exec *e, const rt_rrc *k);
+/* color_jitter after the crops and flips (after rt_cu_set_augment) */
+void rt_cu_set_jitter(rt_exec *e, const rt_jitter *k);
+/* data.cuh's rt_color_jitter (the twin of augment.c's): u8 images x [rows, C, H, W] (C 1 or
+ * 3), row r sample idx[r], jittered in place */
+void rt_cu_color_jitter(rt_exec *e, void *x, const int32_t *idx, int64_t rows, int64_t C,
+                        int64_t H, int64_t W, const rt_jitter *k, uint64_t seed, int64_t epoch);
 void rt_cu_slot_epoch(rt_exec *e, int slot, int64_t epoch);
 /* data.cuh's rt_gather_augment (the twin of data.c's rt_gather_augment): dst[r] = the
  * augmented image of data[idx[r]], images [C, H, W] of `elem`-byte values. */

@@ -140,6 +140,10 @@ static void data_to_gpu(Run *r)
         rt_rrc k = rt_rrc_of(c);
         rt_cu_set_rrc(&r->e, &k);
     }
+    if (c->has_augment && c->has_jitter) {
+        rt_jitter k = rt_jitter_of(c);
+        rt_cu_set_jitter(&r->e, &k);
+    }
     if (c->has_mask)      /* and the masks (rt_run_data's rule) */
         rt_cu_set_mask(&r->e, &r->mask, r->mask_in, r->mask_tgt);
     if (r->has_val) {
@@ -252,6 +256,10 @@ void rt_run_data(Run *r)
     if (c->has_augment && c->has_rrc) {
         rt_rrc k = rt_rrc_of(c);
         rt_loader_set_rrc(r->tl, &k);
+    }
+    if (c->has_augment && c->has_jitter) {
+        rt_jitter k = rt_jitter_of(c);
+        rt_loader_set_jitter(r->tl, &k);
     }
     if (c->has_mask) {
         if (r->train.tokens)

@@ -18,6 +18,11 @@ augment.py AUGMENT_CHECK OUT_DIR   (tests/augment.sh builds the helper and calls
    3-channel 40 x 56 images at other ranges and boxes that never fit (the fallback); over
    20000 draws the areas keep to the scale range, their mean torchvision's (its
    get_params simulated) and the log-ratios about centred.
+4. color_jitter: each image, after its crop (or resized crop) and flip, equals Pillow's
+   ImageEnhance Brightness, Contrast and Color at the helper's drawn order and factors
+   (torchvision's ColorJitter on a PIL image), for Fashion-MNIST (L) and 3-channel
+   images (RGB, after random_resized_crop too, factors past 1 clipped); over 6000 draws
+   the factors keep to [max(0, 1 - v), 1 + v], and the six orders come about evenly.
 """
 import math, os, subprocess, sys
 import numpy as np
@@ -28,16 +33,17 @@ helper, out = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run(images, pad, hflip, seed, epoch, tag, rrc=None):
+def run(images, pad, hflip, seed, epoch, tag, rrc=None, jitter=None):
     n, C, H, W = images.shape
     src = os.path.join(out, f"{tag}_src.bin")
     images.tofile(src)
     oi, od = os.path.join(out, f"{tag}_aug.bin"), os.path.join(out, f"{tag}_draws.bin")
     subprocess.run([helper, src, str(n), str(C), str(H), str(W), str(images.itemsize), str(pad),
                     str(int(hflip)), str(seed), str(epoch), oi, od] +
-                   ([repr(float(v)) for v in rrc] if rrc else []), check=True)
+                   (["rrc"] + [repr(float(v)) for v in rrc] if rrc else []) +
+                   (["jitter"] + [repr(float(v)) for v in jitter] if jitter else []), check=True)
     aug = np.fromfile(oi, dtype=images.dtype).reshape(images.shape)
-    draws = np.fromfile(od, dtype=np.int64).reshape(n, 5 if rrc else 3)
+    draws = np.fromfile(od, dtype=np.int64).reshape(n, (5 if rrc else 3) + (6 if jitter else 0))
     return aug, draws
 
 
@@ -176,4 +182,46 @@ check(share.min() > 0.075 and share.max() <= 1.0 and abs(share.mean() - 0.482) <
       abs(logr.mean()) < 0.01, f"20000 draws of 100 x 100: area share in [{share.min():.3f}, "
       f"{share.max():.3f}], mean {share.mean():.3f} (torchvision's 0.482), log-ratio mean "
       f"{logr.mean():.4f}")
+
+
+def jitter_reference(images, crops, draws, base):
+    """Pillow: each image (after the crop and flip the helper also returns without
+    jitter) through ImageEnhance's Brightness, Contrast and Color in the drawn order and
+    factors (each a float: Image.blend's alpha), as torchvision's ColorJitter on a PIL
+    image applies them"""
+    from PIL import Image, ImageEnhance
+    ref = np.empty_like(images)
+    for r in range(len(images)):
+        order = [int(v) for v in draws[r, base:base + 3]]
+        f = np.array(draws[r, base + 3:base + 6], np.uint32).view(np.float32)
+        C = images.shape[1]
+        im = Image.fromarray(crops[r, 0]) if C == 1 else Image.fromarray(crops[r].transpose(1, 2, 0))
+        for step in order:
+            if jit[step] > 0:
+                im = (ImageEnhance.Brightness, ImageEnhance.Contrast, ImageEnhance.Color)[step](im).enhance(float(f[step]))
+        a = np.asarray(im)
+        ref[r] = a[None] if C == 1 else a.transpose(2, 0, 1)
+    return ref
+
+
+for name, imgs, jit, rrc in (("fashion u8, brightness, contrast and saturation 0.4", fashion, (0.4, 0.4, 0.4), None),
+                             ("3 x 40 x 56 u8, 0.8 each, after random_resized_crop", rgb, (0.8, 0.8, 0.8),
+                              (0.3, 0.9, 0.5, 2.0)),
+                             ("3 x 40 x 56 u8, contrast 1.5 and saturation 2 alone", rgb, (0.0, 1.5, 2.0), None)):
+    crops, _ = run(imgs, 0 if rrc else 2, True, 1337, 5, "j0", rrc)
+    aug, draws = run(imgs, 0 if rrc else 2, True, 1337, 5, "j", rrc, jit)
+    base = 5 if rrc else 3
+    ref = jitter_reference(imgs, crops, draws, base)
+    orders = {tuple(d[base:base + 3]) for d in draws}
+    check(np.array_equal(aug, ref), f"color_jitter, {name}: Pillow's ImageEnhance in the drawn "
+          f"orders ({len(orders)} of 6) and factors ({int((aug != ref).sum())} values differ)")
+_, big = run(np.zeros((6000, 1, 1, 1), np.uint8), 0, False, 7, 0, "w", None, (0.4, 1.5, 0.0))
+f = np.array(big[:, 6:9], np.uint32).view(np.float32)
+counts = np.bincount([o[0] * 9 + o[1] * 3 + o[2] for o in big[:, 3:6].tolist()], minlength=27)
+check(f[:, 0].min() >= 0.6 and f[:, 0].max() <= 1.4 and abs(f[:, 0].mean() - 1) < 0.01 and
+      f[:, 1].min() >= 0 and f[:, 1].max() <= 2.5 and abs(f[:, 1].mean() - 1.25) < 0.02 and
+      (f[:, 2] == 1).all() and counts[counts > 0].size == 6 and counts.max() < 6000 / 6 * 1.15,
+      f"6000 draws: brightness 0.4's factors in [{f[:, 0].min():.3f}, {f[:, 0].max():.3f}], "
+      f"contrast 1.5's in [{f[:, 1].min():.3f}, {f[:, 1].max():.3f}] (from 0), saturation off, "
+      f"the 6 orders {sorted(counts[counts > 0].tolist())}")
 sys.exit(0 if ok else 1)

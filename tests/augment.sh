@@ -130,18 +130,20 @@ fi
     --set validate.every_steps=null --set validate.every_epochs=null
 echo "ok   a shifted input: a crop's zero padding refused (fill raw named), flips alone and fill raw train"
 
-# random_resized_crop (torchvision's RandomResizedCrop, Pillow's bilinear) and flips on
-# the same CNN, epochs of 20 batches: 0 and 3 loader workers, and a run stopped in epoch
-# 1 (step 30) and resumed, give the records and weights of the run straight to step 50;
-# on the fake GPU (the crops resampled on the device, data.cuh's
-# rt_gather_resized_crop) every number within 1e-6 of the CPU's. An f32 image input, and
-# random_crop beside it, are refused.
+# random_resized_crop (torchvision's RandomResizedCrop, Pillow's bilinear), flips and
+# color_jitter (brightness and contrast) on the same CNN, epochs of 20 batches: 0 and 3
+# loader workers, and a run stopped in epoch 1 (step 30) and resumed, give the records
+# and weights of the run straight to step 50; on the fake GPU (the crops resampled and
+# jittered on the device, data.cuh's rt_gather_resized_crop and rt_color_jitter) every
+# number within 1e-6 of the CPU's. An f32 image input, random_crop beside it, and
+# color_jitter on 2 channels are refused.
 $PY - "$d" <<'PY'
 import json, sys
 d = sys.argv[1]
 s = json.load(open(f"{d}/aug.json"))
 s["model"]["name"] = "rrc_cnn"
-s["train"]["loader"]["augment"] = {"random_resized_crop": {"scale": [0.25, 1]}, "hflip": True}
+s["train"]["loader"]["augment"] = {"random_resized_crop": {"scale": [0.25, 1]}, "hflip": True,
+                                   "color_jitter": {"brightness": 0.4, "contrast": 0.4}}
 s["train"]["limit_train_batches"] = 20
 json.dump(s, open(f"{d}/rrc.json", "w"), indent=1)
 s["model"]["inputs"]["x"]["dtype"] = "f32"
@@ -149,6 +151,9 @@ json.dump(s, open(f"{d}/rrc_f32.json", "w"))
 s["model"]["inputs"]["x"]["dtype"] = "u8"
 s["train"]["loader"]["augment"]["random_crop"] = {"padding": 2}
 json.dump(s, open(f"{d}/rrc_both.json", "w"))
+s["train"]["loader"]["augment"] = {"color_jitter": {"saturation": 0.4}}
+s["model"]["inputs"]["x"]["shape"] = [2, 14, 28]
+json.dump(s, open(f"{d}/jitter_2ch.json", "w"))
 PY
 fbuild "$d/rrc.json" -o "$d/rrc_trainer"
 rrc=(--threads 1 --quiet --set checkpoint.every_steps=10 --set validate.every_steps=25)
@@ -165,6 +170,8 @@ def recs(run):
     return [{k: r[k] for k in ("step", "epoch", "loss", "grad_norm", "val_loss", "val_acc") if k in r}
             for r in map(json.loads, open(f"{d}/{run}/metrics.jsonl")) if "event" not in r]
 ref, workers, cut, plain, gpu = (recs(r) for r in ("rrc_ref", "rrc_workers", "rrc_cut", "rrc_plain", "rrc_gpu"))
+start = [json.loads(l) for l in open(f"{d}/rrc_gpu/metrics.jsonl") if '"start"' in l][0]
+assert start["device"] == "cuda" and start["device_data_bytes"] > 0, start
 assert len([r for r in ref if "loss" in r]) == 50 and ref == workers and ref == cut, \
     next(((a, b) for a, b in zip(ref, cut) if a != b), (len(ref), len(workers), len(cut)))
 losses = lambda rs: [r["loss"] for r in rs if "loss" in r]
@@ -174,17 +181,18 @@ g = [(r["step"], "loss", r["loss"]) for r in gpu if "loss" in r]
 assert [x[:2] for x in cpu] == [x[:2] for x in g], (cpu, g)
 worst = max(abs(x[2] - y[2]) / abs(x[2]) for x, y in zip(cpu, g))
 assert worst <= 1e-6, (worst, cpu, g)
-print(f"ok   random_resized_crop: 0 and 3 workers and a resume at step 30 (epoch 1) the same "
+print(f"ok   random_resized_crop and color_jitter: 0 and 3 workers and a resume at step 30 (epoch 1) the same "
       f"{len(ref)} records; every loss differs from unaugmented; the fake GPU's 10 losses within {worst:.1e}")
 PY
 cmp "$d/rrc_ref/model.safetensors" "$d/rrc_workers/model.safetensors"
 cmp "$d/rrc_ref/model.safetensors" "$d/rrc_cut/model.safetensors"
-for bad in f32 both; do
-    if "$TRAINC" check "$d/rrc_$bad.json" > "$d/rrc_$bad.log" 2>&1; then
-        echo "FAIL: random_resized_crop ($bad) accepted"; exit 1
+for bad in rrc_f32 rrc_both jitter_2ch; do
+    if "$TRAINC" check "$d/$bad.json" > "$d/$bad.log" 2>&1; then
+        echo "FAIL: $bad accepted"; exit 1
     fi
 done
 grep -q "random_resized_crop resamples 8-bit images.*input 'x' is f32" "$d/rrc_f32.log" &&
-    grep -q "random_resized_crop and random_crop together" "$d/rrc_both.log" ||
-    { cat "$d/rrc_f32.log" "$d/rrc_both.log"; echo "FAIL: the refusals' messages"; exit 1; }
-echo "ok   random_resized_crop: an f32 input and random_crop beside it refused, named"
+    grep -q "random_resized_crop and random_crop together" "$d/rrc_both.log" &&
+    grep -q "color_jitter works on 8-bit images of 1 or 3 channels.*u8 \[2, ...\]" "$d/jitter_2ch.log" ||
+    { cat "$d/rrc_f32.log" "$d/rrc_both.log" "$d/jitter_2ch.log"; echo "FAIL: the refusals' messages"; exit 1; }
+echo "ok   random_resized_crop: an f32 input and random_crop beside it refused, named; color_jitter on 2 channels too"

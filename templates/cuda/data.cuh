@@ -187,6 +187,58 @@ rt_gather_resized_crop(const unsigned char *data, const int *idx, unsigned char 
     }
 }
 
+/* loader.augment.color_jitter: the twin of augment.c's rt_jitter_draw_of and
+ * rt_color_jitter (Pillow's ImageEnhance: D + f (x - D) in float, each product and sum
+ * rounded alone, truncated and clipped). */
+__device__ __forceinline__ unsigned char rt_blend(int dg, int x, float f)
+{
+    const float t = __fadd_rn((float)dg, __fmul_rn(f, (float)(x - dg)));
+    return t <= 0.0f ? 0 : t >= 255.0f ? 255 : (unsigned char)t;
+}
+
+__device__ __forceinline__ int rt_luma(const unsigned char *img, int64_t C, int64_t n, int64_t p)
+{
+    if (C == 1)
+        return img[p];
+    return (img[p] * 19595 + img[n + p] * 38470 + img[2 * n + p] * 7471 + 0x8000) >> 16;
+}
+
+/* Launch: a block of 256 threads an image, rows blocks.
+ *   x[r] ([C, H, W] u8, C 1 or 3) through brightness, contrast and saturation (factor
+ *   0: left out) in the order and with the factors sample idx[r]'s bits draw; contrast's
+ *   degenerate value the block's sum of L (in a double: exact) over H W, rounded */
+extern "C" __global__ void __launch_bounds__(256)
+rt_color_jitter(unsigned char *x, const int *idx, int64_t C, int64_t H, int64_t W, double vb,
+                double vc, double vs, uint64_t seed, int64_t epoch)
+{
+    const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    const int64_t n = H * W, r = blockIdx.x;
+    unsigned char *img = x + r * C * n;
+    const uint64_t b = rt_mix64(rt_aug_bits(seed, epoch, idx[r]) ^ 0x6A09E667F3BCC909ull);
+    const double v[3] = {vb, vc, vs};
+    for (int s = 0; s < 3; s++) {
+        const int step = orders[b % 6][s];
+        if (v[step] <= 0 || (step == 2 && C == 1))
+            continue;
+        const double lo = v[step] < 1.0 ? 1.0 - v[step] : 0.0, hi = 1.0 + v[step];
+        const double u = rt_unit53(rt_mix64(b ^ (uint64_t)(step + 1) * 0x9E3779B97F4A7C15ull));
+        const float f = (float)__dadd_rn(lo, __dmul_rn(u, hi - lo));
+        int mean = 0;
+        if (step == 1) {
+            double mine = 0;
+            for (int64_t p = threadIdx.x; p < n; p += blockDim.x)
+                mine += rt_luma(img, C, n, p);
+            mean = (int)(rt_block_sum(mine) / (double)n + 0.5);
+        }
+        for (int64_t p = threadIdx.x; p < n; p += blockDim.x) {
+            const int dg = step == 0 ? 0 : step == 1 ? mean : rt_luma(img, C, n, p);
+            for (int64_t c = 0; c < C; c++)
+                img[c * n + p] = rt_blend(dg, img[c * n + p], f);
+        }
+        __syncthreads();
+    }
+}
+
 /* loader.mask: the twins of rt.h's rt_mask_draw and augment.c's rt_mask_rows. Position
  * p of sample idx[r] of epoch `epoch` draws rt_aug_bits(seed ^ salt, epoch, idx[r] T + p):
  * bits 0..23 below `choose` keep its target (else ignore), bits 24..47 below `masked`
