@@ -167,22 +167,26 @@ void rt_gather_resized_crop(const unsigned char *data, const int32_t *idx, unsig
     }
 }
 
-const int rt_jitter_orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
-                                      {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-
 rt_jitter rt_jitter_of(const rt_train_config *c)
 {
-    return (rt_jitter){{c->jitter[0], c->jitter[1], c->jitter[2]}};
+    return (rt_jitter){{c->jitter[0], c->jitter[1], c->jitter[2], c->jitter[3]}};
 }
 
 void rt_jitter_draw_of(const rt_jitter *k, uint64_t bits, rt_jitter_draw *d)
 {
     uint64_t b = rt_mix64(bits ^ 0x6A09E667F3BCC909ull);
-    memcpy(d->order, rt_jitter_orders[b % 6], sizeof d->order);
-    for (int i = 0; i < 3; i++) {
-        double lo = k->v[i] < 1.0 ? 1.0 - k->v[i] : 0.0, hi = 1.0 + k->v[i];
+    int left[4] = {0, 1, 2, 3}, code = (int)(b % 24), fact[4] = {6, 2, 1, 1};
+    for (int i = 0; i < 4; i++) {   /* permutation number `code`, lexicographically */
+        int j = code / fact[i];
+        code %= fact[i];
+        d->order[i] = left[j];
+        for (int m = j; m < 3 - i; m++)
+            left[m] = left[m + 1];
+    }
+    for (int i = 0; i < 4; i++) {
+        double v = k->v[i], lo = i == 3 ? -v : v < 1.0 ? 1.0 - v : 0.0, hi = i == 3 ? v : 1.0 + v;
         double u = unit53(rt_mix64(b ^ (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull));
-        d->f[i] = k->v[i] > 0 ? (float)(lo + u * (hi - lo)) : 1.0f;
+        d->f[i] = v > 0 ? (float)(lo + u * (hi - lo)) : i == 3 ? 0.0f : 1.0f;
     }
 }
 
@@ -201,15 +205,72 @@ static int luma(const unsigned char *img, int64_t C, int64_t n, int64_t p)
     return (img[p] * 19595 + img[n + p] * 38470 + img[2 * n + p] * 7471 + 0x8000) >> 16;
 }
 
+static int clip8(int v) { return v < 0 ? 0 : v > 255 ? 255 : v; }
+
+/* Pillow's rgb2hsv_row: its float and double steps as they are */
+static void rgb_to_hsv(const int rgb[3], int hsv[3])
+{
+    int r = rgb[0], g = rgb[1], b = rgb[2];
+    int maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
+    int minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
+    hsv[2] = maxc;
+    if (minc == maxc) {
+        hsv[0] = hsv[1] = 0;
+        return;
+    }
+    float cr = (float)(maxc - minc), s = cr / (float)maxc;
+    float rc = (float)(maxc - r) / cr, gc = (float)(maxc - g) / cr, bc = (float)(maxc - b) / cr;
+    float h = r == maxc ? bc - gc : g == maxc ? (float)(2.0 + rc - bc) : (float)(4.0 + gc - rc);
+    h = (float)fmod(h / 6.0 + 1.0, 1.0);
+    hsv[0] = clip8((int)(h * 255.0));
+    hsv[1] = clip8((int)(s * 255.0));
+}
+
+/* Pillow's hsv2rgb */
+static void hsv_to_rgb(const int hsv[3], int rgb[3])
+{
+    int h = hsv[0], s = hsv[1], v = hsv[2];
+    if (s == 0) {
+        rgb[0] = rgb[1] = rgb[2] = v;
+        return;
+    }
+    int i = (int)floor((float)h * 6.0 / 255.0);
+    float f = (float)((float)h * 6.0 / 255.0 - (float)i), fs = (float)((float)s / 255.0);
+    int p = clip8((int)round((float)v * (1.0 - fs)));
+    int q = clip8((int)round((float)v * (1.0 - fs * f)));
+    int t = clip8((int)round((float)v * (1.0 - fs * (1.0 - f))));
+    static const int pick[6][3] = {{3, 2, 0}, {1, 3, 0}, {0, 3, 2}, {0, 1, 3}, {2, 0, 3}, {3, 0, 1}};
+    const int val[4] = {p, q, t, v};   /* (the table's 0 p, 1 q, 2 t, 3 v) */
+    for (int c = 0; c < 3; c++)
+        rgb[c] = val[pick[i % 6][c]];
+}
+
+/* torchvision's adjust_hue of pixel p of an RGB [3, H, W] image by `shift` */
+static void hue_pixel(unsigned char *img, int64_t n, int64_t p, int shift)
+{
+    int rgb[3] = {img[p], img[n + p], img[2 * n + p]}, hsv[3];
+    rgb_to_hsv(rgb, hsv);
+    hsv[0] = (hsv[0] + shift) & 255;
+    hsv_to_rgb(hsv, rgb);
+    for (int c = 0; c < 3; c++)
+        img[c * n + p] = (unsigned char)rgb[c];
+}
+
 void rt_color_jitter(unsigned char *img, int64_t C, int64_t H, int64_t W, const rt_jitter *k,
                      const rt_jitter_draw *d)
 {
     const int64_t n = H * W;
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 4; s++) {
         const int step = d->order[s];
         const float f = d->f[step];
-        if (k->v[step] <= 0 || (step == 2 && C == 1))
-            continue;   /* (one channel's saturation: blended with itself) */
+        if (k->v[step] <= 0 || (step >= 2 && C == 1))
+            continue;   /* (one channel's saturation and hue: nothing) */
+        if (step == 3) {   /* numpy's uint8 of f x 255: truncated, wrapped */
+            int shift = (int)(uint8_t)(int64_t)((double)f * 255.0);
+            for (int64_t p = 0; p < n; p++)
+                hue_pixel(img, n, p, shift);
+            continue;
+        }
         int mean = 0;
         if (step == 1) {   /* ImageStat's mean of the L image, rounded */
             double sum = 0;

@@ -195,6 +195,7 @@ typedef struct Field {
     X("loader.augment.color_jitter.brightness", "0", REAL(jitter[0], R_NONNEG))         \
     X("loader.augment.color_jitter.contrast", "0", REAL(jitter[1], R_NONNEG))           \
     X("loader.augment.color_jitter.saturation", "0", REAL(jitter[2], R_NONNEG))         \
+    X("loader.augment.color_jitter.hue", "0", REAL(jitter[3], R_NONNEG))                \
     X("loader.mask", "null", SECTION_QUIET(has_mask))                                   \
     X("loader.mask.token", "null", INT_OR_NULL(mask_token, 0))                          \
     X("loader.mask.prob", "0.15", REAL(mask_prob, R_FRAC))                              \
@@ -1563,10 +1564,15 @@ static int check_mask(const rt_train_config *c, char *err, size_t errlen, char *
 }
 
 /* random_resized_crop's ranges (in order; ratios where e^ by its series holds), one crop
- * at a time */
+ * at a time; color_jitter's hue within torchvision's 0.5 */
 static int check_rrc(const rt_train_config *c, char *err, size_t errlen, char *key,
                      size_t keylen)
 {
+    if (c->has_augment && c->has_jitter && c->jitter[3] > 0.5) {
+        fail(key, keylen, "loader.augment.color_jitter.hue");
+        return fail(err, errlen, "color_jitter's hue %g is past 0.5 (torchvision's bound: a "
+                    "shift of half the hue circle either way)", c->jitter[3]);
+    }
     if (!c->has_augment || !c->has_rrc)
         return 0;
     if (c->has_crop) {

@@ -447,8 +447,8 @@ void rt_cu_color_jitter(rt_exec *e, void *x, const int32_t *idx, int64_t rows, i
 {
     if (rows <= 0)
         return;
-    double b = k->v[0], c = k->v[1], s = k->v[2];
-    void *args[] = {&x, &idx, &C, &H, &W, &b, &c, &s, &seed, &epoch};
+    double b = k->v[0], c = k->v[1], s = k->v[2], h = k->v[3];
+    void *args[] = {&x, &idx, &C, &H, &W, &b, &c, &s, &h, &seed, &epoch};
     rt_cu_launch(e, "rt_color_jitter", (unsigned)rows, 1, 1, 256, 1, 0, args);
 }
 

@@ -322,7 +322,7 @@ typedef struct rt_train_config {
                                   RandomCrop on images, then Normalize) */
     int hflip;                 /* loader.augment.hflip */
     int has_jitter;            /* loader.augment.color_jitter given: its brightness, */
-    double jitter[3];          /* contrast and saturation (0: not that one) */
+    double jitter[4];          /* contrast, saturation and hue (0: not that one) */
     int has_rrc;               /* loader.augment.random_resized_crop given: */
     double rrc_smin, rrc_smax; /* its scale (the area's share) */
     double rrc_r0, rrc_r1;     /* and aspect ratio ranges */
@@ -700,26 +700,27 @@ void rt_gather_resized_crop(const unsigned char *data, const int32_t *idx, unsig
                             int64_t rows, int64_t C, int64_t H, int64_t W, const rt_rrc *k,
                             int hflip, uint64_t seed, int64_t epoch);
 /* ---- loader.augment.color_jitter: torchvision's ColorJitter on a PIL image ---------
- * After the crop and the flip, brightness, contrast and saturation in an order drawn
+ * After the crop and the flip, brightness, contrast, saturation and hue in an order drawn
  * with their factors from rt_aug_bits(seed, epoch, index): b = rt_mix64(bits ^
- * 0x6A09E667F3BCC909), the order the permutation of the three that b mod 6 numbers (in
- * the order of rt_jitter_orders), factor i = lo + u (hi - lo) rounded to a float (u the
- * top 53 bits of rt_mix64(b ^ (i + 1) 0x9E3779B97F4A7C15) / 2^53, [lo, hi] = [max(0, 1 -
- * v), 1 + v] for the key's v; a v of 0 leaves that one out). Each is Pillow's
- * ImageEnhance (Image.blend of a degenerate image D and the image: D + f (x - D) in
- * float, truncated, clipped to [0, 255]): Brightness D 0, Contrast D the mean of the
- * image's L values (Pillow's luma in its fixed point, (R 19595 + G 38470 + B 7471 +
- * 2^15) >> 16; the value itself for one channel) rounded, int(mean + 0.5), Color
- * (saturation) D each pixel's L (nothing for one channel). u8 images of 1 or 3
- * channels. */
+ * 0x6A09E667F3BCC909), the order the permutation of the four that b mod 24 numbers
+ * (lexicographically: 0 the order 0 1 2 3), factor i = lo + u (hi - lo) rounded to a
+ * float (u the top 53 bits of rt_mix64(b ^ (i + 1) 0x9E3779B97F4A7C15) / 2^53; [lo, hi] =
+ * [max(0, 1 - v), 1 + v] for the key's v, [-v, v] for hue's; a v of 0 leaves that one
+ * out). The first three are Pillow's ImageEnhance (Image.blend of a degenerate image D
+ * and the image: D + f (x - D) in float, truncated, clipped to [0, 255]): Brightness D 0,
+ * Contrast D the mean of the image's L values (Pillow's luma in its fixed point, (R 19595
+ * + G 38470 + B 7471 + 2^15) >> 16; the value itself for one channel) rounded, int(mean +
+ * 0.5), Color (saturation) D each pixel's L (nothing for one channel). Hue is
+ * torchvision's adjust_hue on a PIL image: each pixel to HSV by Pillow's rgb2hsv, H plus
+ * numpy's uint8 of f x 255 (the product truncated, wrapped to 0..255), modulo 256, back by
+ * Pillow's hsv2rgb (nothing for one channel). u8 images of 1 or 3 channels. */
 typedef struct rt_jitter {
-    double v[3];               /* brightness, contrast, saturation: 0 = off */
+    double v[4];               /* brightness, contrast, saturation, hue: 0 = off */
 } rt_jitter;
 typedef struct rt_jitter_draw {
-    int order[3];              /* 0 brightness, 1 contrast, 2 saturation */
-    float f[3];                /* their factors (1 where off) */
+    int order[4];              /* 0 brightness, 1 contrast, 2 saturation, 3 hue */
+    float f[4];                /* their factors (1, or hue's 0, where off) */
 } rt_jitter_draw;
-extern const int rt_jitter_orders[6][3];
 rt_jitter rt_jitter_of(const rt_train_config *c);
 void rt_jitter_draw_of(const rt_jitter *k, uint64_t bits, rt_jitter_draw *d);
 /* img [C, H, W] (C 1 or 3) jittered in place */

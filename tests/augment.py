@@ -19,10 +19,12 @@ augment.py AUGMENT_CHECK OUT_DIR   (tests/augment.sh builds the helper and calls
    20000 draws the areas keep to the scale range, their mean torchvision's (its
    get_params simulated) and the log-ratios about centred.
 4. color_jitter: each image, after its crop (or resized crop) and flip, equals Pillow's
-   ImageEnhance Brightness, Contrast and Color at the helper's drawn order and factors
-   (torchvision's ColorJitter on a PIL image), for Fashion-MNIST (L) and 3-channel
-   images (RGB, after random_resized_crop too, factors past 1 clipped); over 6000 draws
-   the factors keep to [max(0, 1 - v), 1 + v], and the six orders come about evenly.
+   ImageEnhance Brightness, Contrast and Color and torchvision's adjust_hue (Pillow's
+   HSV, numpy's uint8 shift) at the helper's drawn order and factors (torchvision's
+   ColorJitter on a PIL image), for Fashion-MNIST (L) and 3-channel images (RGB, after
+   random_resized_crop too, factors past 1 clipped, hue alone and at its bound 0.5);
+   over 6000 draws the factors keep to [max(0, 1 - v), 1 + v] and [-h, h], and the 24
+   orders come about evenly.
 """
 import math, os, subprocess, sys
 import numpy as np
@@ -43,7 +45,7 @@ def run(images, pad, hflip, seed, epoch, tag, rrc=None, jitter=None):
                    (["rrc"] + [repr(float(v)) for v in rrc] if rrc else []) +
                    (["jitter"] + [repr(float(v)) for v in jitter] if jitter else []), check=True)
     aug = np.fromfile(oi, dtype=images.dtype).reshape(images.shape)
-    draws = np.fromfile(od, dtype=np.int64).reshape(n, (5 if rrc else 3) + (6 if jitter else 0))
+    draws = np.fromfile(od, dtype=np.int64).reshape(n, (5 if rrc else 3) + (8 if jitter else 0))
     return aug, draws
 
 
@@ -184,44 +186,61 @@ check(share.min() > 0.075 and share.max() <= 1.0 and abs(share.mean() - 0.482) <
       f"{logr.mean():.4f}")
 
 
-def jitter_reference(images, crops, draws, base):
+def jitter_reference(images, crops, draws, base, jit):
     """Pillow: each image (after the crop and flip the helper also returns without
-    jitter) through ImageEnhance's Brightness, Contrast and Color in the drawn order and
-    factors (each a float: Image.blend's alpha), as torchvision's ColorJitter on a PIL
-    image applies them"""
+    jitter) through ImageEnhance's Brightness, Contrast and Color and torchvision's
+    adjust_hue (Pillow's HSV, numpy's uint8 shift) in the drawn order and factors (each a
+    float: Image.blend's alpha), as torchvision's ColorJitter on a PIL image applies them"""
     from PIL import Image, ImageEnhance
+
+    def hue(im, f):
+        if im.mode == "L":
+            return im
+        h, s, v = im.convert("HSV").split()
+        np_h = np.array(h, dtype=np.uint8)
+        with np.errstate(over="ignore"):
+            np_h += np.uint8(f * 255)
+        return Image.merge("HSV", (Image.fromarray(np_h, "L"), s, v)).convert("RGB")
+
+    enhance = [lambda im, f, e=e: e(im).enhance(f)
+               for e in (ImageEnhance.Brightness, ImageEnhance.Contrast, ImageEnhance.Color)]
     ref = np.empty_like(images)
     for r in range(len(images)):
-        order = [int(v) for v in draws[r, base:base + 3]]
-        f = np.array(draws[r, base + 3:base + 6], np.uint32).view(np.float32)
+        order = [int(v) for v in draws[r, base:base + 4]]
+        f = np.array(draws[r, base + 4:base + 8], np.uint32).view(np.float32)
         C = images.shape[1]
         im = Image.fromarray(crops[r, 0]) if C == 1 else Image.fromarray(crops[r].transpose(1, 2, 0))
         for step in order:
             if jit[step] > 0:
-                im = (ImageEnhance.Brightness, ImageEnhance.Contrast, ImageEnhance.Color)[step](im).enhance(float(f[step]))
+                im = (enhance + [hue])[step](im, float(f[step]))
         a = np.asarray(im)
         ref[r] = a[None] if C == 1 else a.transpose(2, 0, 1)
     return ref
 
 
-for name, imgs, jit, rrc in (("fashion u8, brightness, contrast and saturation 0.4", fashion, (0.4, 0.4, 0.4), None),
-                             ("3 x 40 x 56 u8, 0.8 each, after random_resized_crop", rgb, (0.8, 0.8, 0.8),
-                              (0.3, 0.9, 0.5, 2.0)),
-                             ("3 x 40 x 56 u8, contrast 1.5 and saturation 2 alone", rgb, (0.0, 1.5, 2.0), None)):
+for name, imgs, jit, rrc in (("fashion u8, brightness, contrast and saturation 0.4, hue 0.1", fashion,
+                              (0.4, 0.4, 0.4, 0.1), None),
+                             ("3 x 40 x 56 u8, 0.8 each and hue 0.5, after random_resized_crop", rgb,
+                              (0.8, 0.8, 0.8, 0.5), (0.3, 0.9, 0.5, 2.0)),
+                             ("3 x 40 x 56 u8, contrast 1.5 and saturation 2 alone", rgb, (0.0, 1.5, 2.0, 0.0), None),
+                             ("3 x 40 x 56 u8, hue 0.3 alone", rgb, (0.0, 0.0, 0.0, 0.3), None)):
     crops, _ = run(imgs, 0 if rrc else 2, True, 1337, 5, "j0", rrc)
     aug, draws = run(imgs, 0 if rrc else 2, True, 1337, 5, "j", rrc, jit)
     base = 5 if rrc else 3
-    ref = jitter_reference(imgs, crops, draws, base)
-    orders = {tuple(d[base:base + 3]) for d in draws}
-    check(np.array_equal(aug, ref), f"color_jitter, {name}: Pillow's ImageEnhance in the drawn "
-          f"orders ({len(orders)} of 6) and factors ({int((aug != ref).sum())} values differ)")
-_, big = run(np.zeros((6000, 1, 1, 1), np.uint8), 0, False, 7, 0, "w", None, (0.4, 1.5, 0.0))
-f = np.array(big[:, 6:9], np.uint32).view(np.float32)
-counts = np.bincount([o[0] * 9 + o[1] * 3 + o[2] for o in big[:, 3:6].tolist()], minlength=27)
+    ref = jitter_reference(imgs, crops, draws, base, jit)
+    orders = {tuple(d[base:base + 4]) for d in draws}
+    check(np.array_equal(aug, ref), f"color_jitter, {name}: Pillow's ImageEnhance and torchvision's "
+          f"adjust_hue in the drawn orders ({len(orders)} of 24) and factors "
+          f"({int((aug != ref).sum())} values differ)")
+_, big = run(np.zeros((6000, 1, 1, 1), np.uint8), 0, False, 7, 0, "w", None, (0.4, 1.5, 0.0, 0.5))
+f = np.array(big[:, 7:11], np.uint32).view(np.float32)
+counts = np.bincount([o[0] * 64 + o[1] * 16 + o[2] * 4 + o[3] for o in big[:, 3:7].tolist()], minlength=256)
 check(f[:, 0].min() >= 0.6 and f[:, 0].max() <= 1.4 and abs(f[:, 0].mean() - 1) < 0.01 and
       f[:, 1].min() >= 0 and f[:, 1].max() <= 2.5 and abs(f[:, 1].mean() - 1.25) < 0.02 and
-      (f[:, 2] == 1).all() and counts[counts > 0].size == 6 and counts.max() < 6000 / 6 * 1.15,
+      (f[:, 2] == 1).all() and f[:, 3].min() >= -0.5 and f[:, 3].max() <= 0.5 and
+      abs(f[:, 3].mean()) < 0.01 and counts[counts > 0].size == 24 and counts.max() < 6000 / 24 * 1.3,
       f"6000 draws: brightness 0.4's factors in [{f[:, 0].min():.3f}, {f[:, 0].max():.3f}], "
-      f"contrast 1.5's in [{f[:, 1].min():.3f}, {f[:, 1].max():.3f}] (from 0), saturation off, "
-      f"the 6 orders {sorted(counts[counts > 0].tolist())}")
+      f"contrast 1.5's in [{f[:, 1].min():.3f}, {f[:, 1].max():.3f}] (from 0), saturation off, hue "
+      f"0.5's in [{f[:, 3].min():.3f}, {f[:, 3].max():.3f}], the 24 orders {counts[counts > 0].min()} "
+      f"to {counts.max()} times")
 sys.exit(0 if ok else 1)

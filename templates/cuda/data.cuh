@@ -203,26 +203,90 @@ __device__ __forceinline__ int rt_luma(const unsigned char *img, int64_t C, int6
     return (img[p] * 19595 + img[n + p] * 38470 + img[2 * n + p] * 7471 + 0x8000) >> 16;
 }
 
+__device__ __forceinline__ int rt_clip8(int v) { return v < 0 ? 0 : v > 255 ? 255 : v; }
+
+/* Pillow's rgb2hsv_row and hsv2rgb, their float and double steps as they are (products
+ * rounded alone) */
+__device__ void rt_rgb_to_hsv(const int rgb[3], int hsv[3])
+{
+    const int r = rgb[0], g = rgb[1], b = rgb[2];
+    const int maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
+    const int minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
+    hsv[2] = maxc;
+    if (minc == maxc) {
+        hsv[0] = hsv[1] = 0;
+        return;
+    }
+    const float cr = (float)(maxc - minc), s = cr / (float)maxc;
+    const float rc = (float)(maxc - r) / cr, gc = (float)(maxc - g) / cr, bc = (float)(maxc - b) / cr;
+    float h = r == maxc ? bc - gc : g == maxc ? (float)(2.0 + rc - bc) : (float)(4.0 + gc - rc);
+    h = (float)fmod(h / 6.0 + 1.0, 1.0);
+    hsv[0] = rt_clip8((int)__dmul_rn(h, 255.0));
+    hsv[1] = rt_clip8((int)__dmul_rn(s, 255.0));
+}
+
+__device__ void rt_hsv_to_rgb(const int hsv[3], int rgb[3])
+{
+    const int h = hsv[0], s = hsv[1], v = hsv[2];
+    if (s == 0) {
+        rgb[0] = rgb[1] = rgb[2] = v;
+        return;
+    }
+    const int i = (int)floor(__dmul_rn((float)h, 6.0) / 255.0);
+    const float f = (float)(__dmul_rn((float)h, 6.0) / 255.0 - (float)i);
+    const float fs = (float)((float)s / 255.0);
+    const int p = rt_clip8((int)round(__dmul_rn((float)v, 1.0 - fs)));
+    const int q = rt_clip8((int)round(__dmul_rn((float)v, 1.0 - __fmul_rn(fs, f))));
+    const int t = rt_clip8((int)round(__dmul_rn((float)v, 1.0 - __dmul_rn(fs, 1.0 - f))));
+    const int pick[6][3] = {{3, 2, 0}, {1, 3, 0}, {0, 3, 2}, {0, 1, 3}, {2, 0, 3}, {3, 0, 1}};
+    const int val[4] = {p, q, t, v};
+    for (int c = 0; c < 3; c++)
+        rgb[c] = val[pick[i % 6][c]];
+}
+
 /* Launch: a block of 256 threads an image, rows blocks.
- *   x[r] ([C, H, W] u8, C 1 or 3) through brightness, contrast and saturation (factor
- *   0: left out) in the order and with the factors sample idx[r]'s bits draw; contrast's
- *   degenerate value the block's sum of L (in a double: exact) over H W, rounded */
+ *   x[r] ([C, H, W] u8, C 1 or 3) through brightness, contrast, saturation and hue
+ *   (factor 0: left out) in the order and with the factors sample idx[r]'s bits draw;
+ *   contrast's degenerate value the block's sum of L (in a double: exact) over H W,
+ *   rounded; hue by Pillow's HSV, H shifted by numpy's uint8 of f x 255 */
 extern "C" __global__ void __launch_bounds__(256)
 rt_color_jitter(unsigned char *x, const int *idx, int64_t C, int64_t H, int64_t W, double vb,
-                double vc, double vs, uint64_t seed, int64_t epoch)
+                double vc, double vs, double vh, uint64_t seed, int64_t epoch)
 {
-    const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     const int64_t n = H * W, r = blockIdx.x;
     unsigned char *img = x + r * C * n;
     const uint64_t b = rt_mix64(rt_aug_bits(seed, epoch, idx[r]) ^ 0x6A09E667F3BCC909ull);
-    const double v[3] = {vb, vc, vs};
-    for (int s = 0; s < 3; s++) {
-        const int step = orders[b % 6][s];
-        if (v[step] <= 0 || (step == 2 && C == 1))
+    const double v[4] = {vb, vc, vs, vh};
+    int left[4] = {0, 1, 2, 3}, order[4], code = (int)(b % 24);
+    const int fact[4] = {6, 2, 1, 1};
+    for (int i = 0; i < 4; i++) {   /* permutation number `code`, lexicographically */
+        const int j = code / fact[i];
+        code %= fact[i];
+        order[i] = left[j];
+        for (int m = j; m < 3 - i; m++)
+            left[m] = left[m + 1];
+    }
+    for (int s = 0; s < 4; s++) {
+        const int step = order[s];
+        if (v[step] <= 0 || (step >= 2 && C == 1))
             continue;
-        const double lo = v[step] < 1.0 ? 1.0 - v[step] : 0.0, hi = 1.0 + v[step];
+        const double lo = step == 3 ? -v[step] : v[step] < 1.0 ? 1.0 - v[step] : 0.0;
+        const double hi = step == 3 ? v[step] : 1.0 + v[step];
         const double u = rt_unit53(rt_mix64(b ^ (uint64_t)(step + 1) * 0x9E3779B97F4A7C15ull));
         const float f = (float)__dadd_rn(lo, __dmul_rn(u, hi - lo));
+        if (step == 3) {   /* numpy's uint8 of f x 255: truncated, wrapped */
+            const int shift = (int)(unsigned char)(long long)__dmul_rn((double)f, 255.0);
+            for (int64_t p = threadIdx.x; p < n; p += blockDim.x) {
+                int rgb[3] = {img[p], img[n + p], img[2 * n + p]}, hsv[3];
+                rt_rgb_to_hsv(rgb, hsv);
+                hsv[0] = (hsv[0] + shift) & 255;
+                rt_hsv_to_rgb(hsv, rgb);
+                for (int c = 0; c < 3; c++)
+                    img[c * n + p] = (unsigned char)rgb[c];
+            }
+            __syncthreads();
+            continue;
+        }
         int mean = 0;
         if (step == 1) {
             double mine = 0;

@@ -598,13 +598,13 @@ static void t_gather_resized_crop(int64_t n, int64_t rows, int64_t Ch, int64_t H
 
 /* data.cuh's rt_color_jitter against augment.c's: u8 images [C, H, W] (C 1 or 3) in
  * place, each sample's order and factors drawn; contrast's mean over a block's sum, float
- * blends rounded alike, so exact. */
+ * blends and Pillow's HSV steps rounded alike, so exact. */
 static void t_color_jitter(int64_t rows, int64_t Ch, int64_t H, int64_t W, double b, double c,
-                           double s)
+                           double s, double h)
 {
-    SHAPE("%lld u8 images %lldx%lldx%lld, brightness %g, contrast %g, saturation %g",
-          (long long)rows, (long long)Ch, (long long)H, (long long)W, b, c, s);
-    rt_train_config cfg = {.jitter = {b, c, s}};
+    SHAPE("%lld u8 images %lldx%lldx%lld, brightness %g, contrast %g, saturation %g, hue %g",
+          (long long)rows, (long long)Ch, (long long)H, (long long)W, b, c, s, h);
+    rt_train_config cfg = {.jitter = {b, c, s, h}};
     rt_jitter k = rt_jitter_of(&cfg);
     size_t img = (size_t)(Ch * H * W), out = (size_t)rows * img;
     unsigned char *x = rt_xmalloc(out), *want = rt_xmalloc(out), *got = rt_xmalloc(out);
@@ -3603,9 +3603,9 @@ int main(int argc, char **argv)
     RUN t_gather_resized_crop(40, 33, 1, 28, 28, 0.08, 1.0, 0.75, 4.0 / 3.0, 1);   /* the defaults */
     RUN t_gather_resized_crop(7, 9, 3, 40, 56, 0.3, 0.9, 0.5, 2.0, 0);
     RUN t_gather_resized_crop(5, 4, 3, 17, 23, 0.95, 1.0, 2.5, 3.0, 1);   /* never fits */
-    RUN t_color_jitter(9, 3, 40, 56, 0.4, 0.4, 0.4);
-    RUN t_color_jitter(7, 1, 28, 28, 0.8, 1.5, 0.0);   /* factors past 1: clipped */
-    RUN t_color_jitter(3, 3, 5, 300, 0.0, 2.0, 2.0);   /* more pixels than threads */
+    RUN t_color_jitter(9, 3, 40, 56, 0.4, 0.4, 0.4, 0.1);
+    RUN t_color_jitter(7, 1, 28, 28, 0.8, 1.5, 0.0, 0.5);   /* factors past 1: clipped */
+    RUN t_color_jitter(3, 3, 5, 300, 0.0, 2.0, 2.0, 0.5);   /* more pixels than threads */
     RUN t_mask_tokens(300, 40, 24, 0.15, 1000);         /* BERT's rule */
     RUN t_mask_tokens(9, 5, 128, 1.0, 1 << 17);         /* every target, ids past 2^16 */
     RUN t_conv_nocol(2, 1, 12, 12, 3, 1, 1, 16);    /* a first layer: one grey channel */

@@ -221,6 +221,7 @@ static const char *other_value(const char *key)
         {"loader.augment.color_jitter.brightness", "0.4"},
         {"loader.augment.color_jitter.contrast", "0.3"},
         {"loader.augment.color_jitter.saturation", "0.2"},
+        {"loader.augment.color_jitter.hue", "0.1"},
         {"loader.augment.hflip", "true"},
         {"loader.mask", "true"},
         {"loader.mask.token", "103"},
@@ -570,6 +571,11 @@ static void test_validate(void)
     check_ok(&c, "loader.augment.random_crop.padding", "4");
     check_validate(&c, "random_resized_crop and random_crop together");
     check_error("loader.augment.random_resized_crop.scale", "0,1", "expected 2 numbers in (0, 1]");
+    rt_config_defaults(&c);
+    check_ok(&c, "data.train.x", "a.npy");
+    check_ok(&c, "loader.augment.color_jitter.hue", "0.6");
+    check_validate(&c, "color_jitter's hue 0.6 is past 0.5");
+    check_blame(&c, "loader.augment.color_jitter.hue");
 }
 
 static void test_suggestions(void)
