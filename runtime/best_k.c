@@ -96,11 +96,11 @@ static void keep_if_best(Run *r, int64_t step, int mode, double v, const char *m
         for (int i = 0; i < n; i++) {   /* the files with K or more ahead of them */
             if (k[i].step == step)
                 continue;
-            int behind = before(mode, now, k[i]);
+            int over = before(mode, now, k[i]);   /* the files ranked ahead of k[i] */
             for (int j = 0; j < n; j++)
-                behind += j != i && k[j].step != step && before(mode, k[j], k[i]);
+                over += j != i && k[j].step != step && before(mode, k[j], k[i]);
             file_of(f, sizeof f, dir, k[i].step);
-            if (behind >= K && unlink(f) != 0 && errno != ENOENT)
+            if (over >= K && unlink(f) != 0 && errno != ENOENT)
                 rt_fail("cannot remove %s: %s", f, strerror(errno));
         }
     }

@@ -264,6 +264,10 @@ git diff --quiet HEAD 2>/dev/null || c=$c-dirty
 printf %s "$c" >"$P/commit"
 # the device has its own cuBLASLt, NVRTC and NCCL (every bundle above copied them)
 rm -f "$P"/ship/lib/libcublasLt* "$P"/ship/lib/libnvrtc* "$P"/ship/lib/libnccl*
+# the binaries without their debug sections (the device runs them; nothing there reads
+# their DWARF): less to carry beside the tree (strip leaves files that are not ELF as
+# they are)
+find "$P" -type f -exec strip --strip-debug {} + 2>/dev/null || true
 # xz with a dictionary past the trainers' size: the forty trainers share their runtime,
 # which a 256 MiB window compresses once (57.5 MB with xz's default -6, 47.7 MB so:
 # the pack and the tree then fit the device tool's 64 MiB carry together)
