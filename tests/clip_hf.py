@@ -190,6 +190,9 @@ def siglip():
     vit_as_siglip()
 
 
+# (each run its own folder: make test runs the two at once, and neither may remove the
+# other's)
+OUT += "_siglip" if SIGLIP else ""
 shutil.rmtree(OUT, ignore_errors=True)
 os.makedirs(OUT)
 if SIGLIP:
@@ -197,9 +200,6 @@ if SIGLIP:
         print("skip clip_hf --siglip: transformers %s's SiglipForImageClassification leaves the "
               "first token out of its mean (HF_NEW_PYTHON: 4.45 or later)" % transformers.__version__)
         sys.exit(77)
-    OUT += "_siglip"
-    shutil.rmtree(OUT, ignore_errors=True)
-    os.makedirs(OUT)
     siglip()
     print("clip_hf --siglip: %s (transformers %s)" % ("FAILED" if failed else "ok",
                                                       transformers.__version__))

@@ -80,6 +80,9 @@ import run_log  # noqa: E402
 from text_hf import fake_gpu_vs_cpu, license_lines, specs, train_like_specs  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "dpo_hf")
+# (its own folder with --fake-gpu: make test runs the two at once, and neither may remove
+# the other's)
+OUT += "_fake_gpu" if "--fake-gpu" in sys.argv[1:] else ""
 T, N, PAD, BETA = 12, 64, 0, 0.1
 torch.set_num_threads(1)
 torch.manual_seed(0)

@@ -60,6 +60,9 @@ from text_hf import (exported_back, fake_gpu_vs_cpu, license_lines,  # noqa: E40
                      parity_steps, predictions, specs, trained_export)
 
 OUT = os.path.join(ROOT, "build", "tests", "reward_hf")
+# (its own folder with --fake-gpu: make test runs the two at once, and neither may remove
+# the other's)
+OUT += "_fake_gpu" if "--fake-gpu" in sys.argv[1:] else ""
 T, N, PAD = 12, 96, 0
 torch.set_num_threads(1)
 torch.manual_seed(0)

@@ -38,7 +38,10 @@ import run_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
-OUT = os.path.join(ROOT, "build", "tests", "vit_parity")
+# (its own folder with --fake-gpu: make test runs the two at once, and both write the
+# specs)
+OUT = os.path.join(ROOT, "build", "tests", "vit_parity_fake_gpu" if "--fake-gpu" in sys.argv[1:]
+                   else "vit_parity")
 os.makedirs(OUT, exist_ok=True)
 STEPS, B = int(os.environ.get("PARITY_STEPS", 40)), 32
 FAKE_GPU = "--fake-gpu" in sys.argv[1:]
