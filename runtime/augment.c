@@ -130,27 +130,34 @@ static unsigned char clip22(int32_t v)
 void rt_resized_crop(const unsigned char *src, unsigned char *dst, int64_t C, int64_t H,
                      int64_t W, const int64_t box[4], int flip)
 {
-    Taps *txs = rt_xmalloc((size_t)W * sizeof *txs);
+    /* each output column's and row's taps once; the horizontal pass once a box row, into
+     * mid [h, W] (8 bits, as Pillow keeps it), then the vertical pass from it */
+    Taps *tx = rt_xmalloc((size_t)(W + H) * sizeof *tx), *ty = tx + W;
+    unsigned char *mid = rt_xmalloc((size_t)(box[2] * W));
     for (int64_t x = 0; x < W; x++)
-        txs[x] = rrc_taps(flip ? W - 1 - x : x, box[3], W);
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t y = 0; y < H; y++) {
-            Taps ty = rrc_taps(y, box[2], H);
+        tx[x] = rrc_taps(flip ? W - 1 - x : x, box[3], W);
+    for (int64_t y = 0; y < H; y++)
+        ty[y] = rrc_taps(y, box[2], H);
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t r = 0; r < box[2]; r++) {
+            const unsigned char *row = src + (c * H + box[0] + r) * W + box[1];
             for (int64_t x = 0; x < W; x++) {
-                const Taps tx = txs[x];
-                int32_t v = 1 << 21;
-                for (int i = 0; i < ty.n; i++) {   /* each row through the horizontal pass */
-                    const unsigned char *row =
-                        src + (c * H + box[0] + ty.lo + i) * W + box[1] + tx.lo;
-                    int32_t h = 1 << 21;
-                    for (int j = 0; j < tx.n; j++)
-                        h += row[j] * tx.k[j];
-                    v += clip22(h) * ty.k[i];
-                }
-                dst[(c * H + y) * W + x] = clip22(v);
+                int32_t h = 1 << 21;
+                for (int j = 0; j < tx[x].n; j++)
+                    h += row[tx[x].lo + j] * tx[x].k[j];
+                mid[r * W + x] = clip22(h);
             }
         }
-    free(txs);
+        for (int64_t y = 0; y < H; y++)
+            for (int64_t x = 0; x < W; x++) {
+                int32_t v = 1 << 21;
+                for (int i = 0; i < ty[y].n; i++)
+                    v += mid[(ty[y].lo + i) * W + x] * ty[y].k[i];
+                dst[(c * H + y) * W + x] = clip22(v);
+            }
+    }
+    free(tx);
+    free(mid);
 }
 
 void rt_gather_resized_crop(const unsigned char *data, const int32_t *idx, unsigned char *dst,

@@ -123,14 +123,15 @@ int rt_keep_best_link(const char *from, const char *to)
     DIR *dp = opendir(from);
     if (!dp)
         return errno == ENOENT ? 0 : -1;
-    int rc = 0;
+    int rc = 0, made = 0;
     char src[RT_PATH_MAX + 64], dst[RT_PATH_MAX + 64];
     for (struct dirent *e; rc == 0 && (e = readdir(dp));) {
         int64_t step = step_of(e->d_name);
         if (step < 0)
             continue;
-        if (mkdir(to, 0777) != 0 && errno != EEXIST)
+        if (!made && mkdir(to, 0777) != 0 && errno != EEXIST)
             rc = -1;
+        made = 1;
         file_of(src, sizeof src, from, step);
         file_of(dst, sizeof dst, to, step);
         if (rc == 0)

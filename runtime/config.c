@@ -1563,9 +1563,9 @@ static int check_mask(const rt_train_config *c, char *err, size_t errlen, char *
     return 0;
 }
 
-/* random_resized_crop's ranges (in order; ratios where e^ by its series holds), one crop
- * at a time; color_jitter's hue within torchvision's 0.5 */
-static int check_rrc(const rt_train_config *c, char *err, size_t errlen, char *key,
+/* loader.augment's rules: color_jitter's hue within torchvision's 0.5; random_resized_crop's
+ * ranges (in order; ratios where e^ by its series holds), one crop at a time */
+static int check_augment(const rt_train_config *c, char *err, size_t errlen, char *key,
                      size_t keylen)
 {
     if (c->has_augment && c->has_jitter && c->jitter[3] > 0.5) {
@@ -1678,7 +1678,7 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
     if (check_schedule(c, &d, err, errlen, key, keylen) ||
         check_validation(c, err, errlen, key, keylen))
         return -1;
-    if (check_mask(c, err, errlen, key, keylen) || check_rrc(c, err, errlen, key, keylen) ||
+    if (check_mask(c, err, errlen, key, keylen) || check_augment(c, err, errlen, key, keylen) ||
         check_ema(c, err, errlen, key, keylen) ||
         check_clip(c, err, errlen, key, keylen) || check_swa(c, err, errlen, key, keylen))
         return -1;

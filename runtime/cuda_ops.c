@@ -433,13 +433,12 @@ void rt_cu_gather_resized_crop(rt_exec *e, const void *data, const int32_t *idx,
                                int64_t rows, int64_t C, int64_t H, int64_t W, const rt_rrc *k,
                                int hflip, uint64_t seed, int64_t epoch)
 {
-    int64_t n = rows * C * H * W;
-    if (n <= 0)
+    if (rows <= 0 || C * H * W <= 0)
         return;
     double smin = k->smin, smax = k->smax, r0 = k->r0, r1 = k->r1, lr0 = k->lr0, lr1 = k->lr1;
-    void *args[] = {&data, &idx, &dst, &rows, &C, &H, &W, &smin, &smax, &r0, &r1,
-                    &lr0, &lr1, &hflip, &seed, &epoch};
-    rt_cu_launch(e, "rt_gather_resized_crop", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+    void *args[] = {&data, &idx, &dst, &C, &H, &W, &smin, &smax, &r0, &r1, &lr0, &lr1,
+                    &hflip, &seed, &epoch};
+    rt_cu_launch(e, "rt_gather_resized_crop", (unsigned)rows, 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_color_jitter(rt_exec *e, void *x, const int32_t *idx, int64_t rows, int64_t C,

@@ -110,86 +110,97 @@ static void put(char **out, size_t *cap, size_t *k, const void *s, size_t n)
     *k += n;
 }
 
-void rt_pc_normalize(const rt_precompiled *p, const unsigned char *s, size_t n, char **out,
-                     size_t *cap, size_t *out_n)
+/* Precompiled's walk of s[0, n), as tokenizers 0.19 makes it: each extended grapheme
+ * cluster shorter than 6 bytes whose leading bytes the trie knows is replaced whole, else
+ * each character, replaced where the trie knows it; emit(ctx, the part, its bytes, its
+ * replacement or NULL) in order */
+typedef void (*pc_emit)(void *ctx, const unsigned char *part, size_t n, const char *repl);
+static void pc_walk(const rt_precompiled *p, const unsigned char *s, size_t n, pc_emit emit,
+                    void *ctx)
 {
-    size_t k = 0;
-    put(out, cap, &k, "", 0);
     for (size_t i = 0; i < n;) {
         size_t e = rt_grapheme_end(s, i, n);
         const char *r = e - i < 6 ? transform(p, s + i, e - i) : NULL;
         if (r) {
-            put(out, cap, &k, r, strlen(r));
+            emit(ctx, s + i, e - i, r);
             i = e;
             continue;
         }
         for (size_t len; i < e; i += len) {   /* character by character */
             rt_utf8_at(s, i, n, &len);
-            r = transform(p, s + i, len);
-            put(out, cap, &k, r ? r : (const char *)s + i, r ? strlen(r) : len);
+            emit(ctx, s + i, len, transform(p, s + i, len));
         }
     }
-    *out_n = k;
 }
 
-/* tokenizers' replace(): the replacement's characters (0), then its size against the
- * old part's in characters: the last ones new (1), or the last one (or the one before it)
- * taking the removal */
-static void put_change(rt_change **out, size_t *cap, size_t *k, uint32_t c)
+typedef struct {
+    char **out;
+    size_t *cap, k;
+} TextOut;
+
+static void emit_text(void *ctx, const unsigned char *part, size_t n, const char *repl)
 {
-    if (*k + 1 > *cap) {
-        *cap = 2 * *k + 64;
-        *out = realloc(*out, *cap * sizeof **out);
-        if (!*out)
+    TextOut *o = ctx;
+    put(o->out, o->cap, &o->k, repl ? repl : (const char *)part, repl ? strlen(repl) : n);
+}
+
+void rt_pc_normalize(const rt_precompiled *p, const unsigned char *s, size_t n, char **out,
+                     size_t *cap, size_t *out_n)
+{
+    TextOut o = {out, cap, 0};
+    put(out, cap, &o.k, "", 0);
+    pc_walk(p, s, n, emit_text, &o);
+    *out_n = o.k;
+}
+
+typedef struct {
+    rt_change **out;
+    size_t *cap, k;
+} ChangesOut;
+
+static void put_change(ChangesOut *o, uint32_t c)
+{
+    if (o->k + 1 > *o->cap) {
+        *o->cap = 2 * o->k + 64;
+        *o->out = realloc(*o->out, *o->cap * sizeof **o->out);
+        if (!*o->out)
             abort();
     }
-    (*out)[(*k)++] = (rt_change){c, 0};
+    (*o->out)[o->k++] = (rt_change){c, 0};
 }
 
-static void put_changes(rt_change **out, size_t *cap, size_t *k, size_t old_chars,
-                        const char *r)
+/* tokenizers' replace() of a part by repl: the replacement's characters (0), then its
+ * size against the part's in characters: the last ones new (1), or the last one (or the
+ * one before it, for an empty replacement) taking the removal; a part kept, its
+ * character (0) */
+static void emit_changes(void *ctx, const unsigned char *part, size_t n, const char *repl)
 {
-    const unsigned char *u = (const unsigned char *)r;
-    size_t n = strlen(r), new_chars = 0;
-    for (size_t i = 0, len; i < n; i += len, new_chars++)
-        put_change(out, cap, k, rt_utf8_at(u, i, n, &len));
-    if (new_chars > old_chars)
-        for (size_t j = *k - (new_chars - old_chars); j < *k; j++)
-            (*out)[j].change = 1;
-    else if (new_chars < old_chars && *k > 0)
-        (*out)[*k - 1].change -= (int32_t)(old_chars - new_chars);
-}
-
-static size_t count_chars(const unsigned char *s, size_t n)
-{
-    size_t c = 0;
+    ChangesOut *o = ctx;
+    size_t len, old_chars = 0, new_chars = 0;
+    if (!repl) {
+        put_change(o, rt_utf8_at(part, 0, n, &len));
+        return;
+    }
     for (size_t i = 0; i < n; i++)
-        c += (s[i] & 0xC0) != 0x80;
-    return c;
+        old_chars += (part[i] & 0xC0) != 0x80;
+    const unsigned char *u = (const unsigned char *)repl;
+    size_t rn = strlen(repl);
+    for (size_t i = 0; i < rn; i += len, new_chars++)
+        put_change(o, rt_utf8_at(u, i, rn, &len));
+    rt_change *c = *o->out;
+    if (new_chars > old_chars)
+        for (size_t j = o->k - (new_chars - old_chars); j < o->k; j++)
+            c[j].change = 1;
+    else if (new_chars < old_chars && o->k > 0)
+        c[o->k - 1].change -= (int32_t)(old_chars - new_chars);
 }
 
 void rt_pc_changes(const rt_precompiled *p, const unsigned char *s, size_t n, rt_change **out,
                    size_t *cap, size_t *out_n)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        size_t e = rt_grapheme_end(s, i, n);
-        const char *r = e - i < 6 ? transform(p, s + i, e - i) : NULL;
-        if (r) {
-            put_changes(out, cap, &k, count_chars(s + i, e - i), r);
-            i = e;
-            continue;
-        }
-        for (size_t len; i < e; i += len) {   /* character by character */
-            uint32_t c = rt_utf8_at(s, i, n, &len);
-            r = transform(p, s + i, len);
-            if (r)
-                put_changes(out, cap, &k, 1, r);
-            else
-                put_change(out, cap, &k, c);
-        }
-    }
-    *out_n = k;
+    ChangesOut o = {out, cap, 0};
+    pc_walk(p, s, n, emit_changes, &o);
+    *out_n = o.k;
 }
 
 /* ---- extended grapheme clusters (UAX #29) ---------------------------------------------- */

@@ -1032,6 +1032,24 @@ static void sp_encode(rt_tokenizer *t, const unsigned char *s, size_t n, int sta
 /* Unigram's normalizer steps, each the text as the one before left it */
 enum { UG_PRECOMPILED, UG_STRIP_LEFT, UG_STRIP_RIGHT, UG_STRIP_BOTH, UG_SPACE_RUNS };
 
+/* A Strip step's kept part of s[0, n), [*a, *b): without the white space at its left,
+ * its right or both ends */
+static void strip_bounds(int step, const unsigned char *s, size_t n, size_t *a, size_t *b)
+{
+    size_t len;
+    *a = 0, *b = n;
+    while (step != UG_STRIP_RIGHT && *a < n && rt_uni_space(rt_utf8_at(s, *a, n, &len)))
+        *a += len;
+    while (step != UG_STRIP_LEFT && *b > *a) {   /* (the last character's start) */
+        size_t c = *b - 1;
+        while (c > *a && (s[c] & 0xC0) == 0x80)
+            c--;
+        if (!rt_uni_space(rt_utf8_at(s, c, *b, &len)))
+            break;
+        *b = c;
+    }
+}
+
 /* One step on s[0, n) into t->ug_buf[k]; its length */
 static size_t ug_step(rt_tokenizer *t, int step, const unsigned char *s, size_t n, int k)
 {
@@ -1043,7 +1061,7 @@ static size_t ug_step(rt_tokenizer *t, int step, const unsigned char *s, size_t 
     if (3 * n + 1 > t->ug_cap[k])
         t->ug_buf[k] = xrealloc(t->ug_buf[k], t->ug_cap[k] = 3 * n + 64);
     unsigned char *o = (unsigned char *)t->ug_buf[k];
-    size_t a = 0, b = n, len, m = 0;
+    size_t a, b, m = 0;
     if (step == UG_SPACE_RUNS) {   /* Replace(Regex " {2,}", U+2581) */
         for (size_t i = 0; i < n; i++)
             if (s[i] == ' ' && i + 1 < n && s[i + 1] == ' ') {
@@ -1056,16 +1074,7 @@ static size_t ug_step(rt_tokenizer *t, int step, const unsigned char *s, size_t 
             }
         return m;
     }
-    while (step != UG_STRIP_RIGHT && a < n && rt_uni_space(rt_utf8_at(s, a, n, &len)))
-        a += len;
-    while (step != UG_STRIP_LEFT && b > a) {   /* (the last character's start) */
-        size_t c = b - 1;
-        while (c > a && (s[c] & 0xC0) == 0x80)
-            c--;
-        if (!rt_uni_space(rt_utf8_at(s, c, b, &len)))
-            break;
-        b = c;
-    }
+    strip_bounds(step, s, n, &a, &b);
     memcpy(o, s + a, b - a);
     return b - a;
 }
@@ -1117,17 +1126,8 @@ static void ug_step_aligned(rt_tokenizer *t, int step, rt_altext *x)
         *x = y;
         return;
     }
-    size_t a = 0, b = x->n, len;
-    while (step != UG_STRIP_RIGHT && a < b && rt_uni_space(rt_utf8_at(x->s, a, b, &len)))
-        a += len;
-    while (step != UG_STRIP_LEFT && b > a) {
-        size_t c = b - 1;
-        while (c > a && (x->s[c] & 0xC0) == 0x80)
-            c--;
-        if (!rt_uni_space(rt_utf8_at(x->s, c, b, &len)))
-            break;
-        b = c;
-    }
+    size_t a, b;
+    strip_bounds(step, x->s, x->n, &a, &b);
     rt_at_slice(x, a, b);
 }
 

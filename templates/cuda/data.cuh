@@ -154,27 +154,31 @@ __device__ __forceinline__ int rt_clip22(int v)
     return s < 0 ? 0 : s > 255 ? 255 : s;
 }
 
-/* Launch: grid-stride over rows*C*H*W u8 values, 256 threads.
+/* Launch: a block of 256 threads an image, rows blocks (the box drawn once an image).
  *   dst[r, c, y, x] = the box of data[idx[r]] (rt_rrc_box's, from the sample's bits)
  *   resized to H x W as Pillow's bilinear (the horizontal pass first, each rounded to 8
  *   bits), x mirrored when flipped (hflip and the bits' top bit) */
 extern "C" __global__ void __launch_bounds__(256)
 rt_gather_resized_crop(const unsigned char *data, const int *idx, unsigned char *dst,
-                       int64_t rows, int64_t C, int64_t H, int64_t W, double smin, double smax,
-                       double r0, double r1, double lr0, double lr1, int hflip, uint64_t seed,
+                       int64_t C, int64_t H, int64_t W, double smin, double smax, double r0,
+                       double r1, double lr0, double lr1, int hflip, uint64_t seed,
                        int64_t epoch)
 {
-    const int64_t img = C * H * W, n = rows * img;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / img, q = i - r * img, x = q % W, y = q / W % H, c = q / (H * W);
-        const uint64_t bits = rt_aug_bits(seed, epoch, idx[r]);
-        int64_t box[4], ylo, xlo;
+    __shared__ int64_t box[4];
+    const int64_t img = C * H * W, r = blockIdx.x;
+    const uint64_t bits = rt_aug_bits(seed, epoch, idx[r]);
+    if (threadIdx.x == 0)
         rt_rrc_box(bits, H, W, smin, smax, r0, r1, lr0, lr1, box);
+    __syncthreads();
+    const bool flip = hflip && (bits >> 63);
+    const unsigned char *image = data + (int64_t)idx[r] * img;
+    for (int64_t q = threadIdx.x; q < img; q += blockDim.x) {
+        const int64_t x = q % W, y = q / W % H, c = q / (H * W);
+        int64_t ylo, xlo;
         int ky[3], kx[3];
         const int ny = rt_rrc_taps(y, box[2], H, &ylo, ky);
-        const int nx = rt_rrc_taps(hflip && (bits >> 63) ? W - 1 - x : x, box[3], W, &xlo, kx);
-        const unsigned char *src = data + (int64_t)idx[r] * img + c * H * W;
+        const int nx = rt_rrc_taps(flip ? W - 1 - x : x, box[3], W, &xlo, kx);
+        const unsigned char *src = image + c * H * W;
         int v = 1 << 21;
         for (int a = 0; a < ny; a++) {   /* each row through the horizontal pass */
             const unsigned char *row = src + (box[0] + ylo + a) * W + box[1] + xlo;
@@ -183,7 +187,7 @@ rt_gather_resized_crop(const unsigned char *data, const int *idx, unsigned char 
                 h += row[b] * kx[b];
             v += rt_clip22(h) * ky[a];
         }
-        dst[i] = (unsigned char)rt_clip22(v);
+        dst[r * img + q] = (unsigned char)rt_clip22(v);
     }
 }
 
