@@ -1006,10 +1006,6 @@ static void check_attention_keys(const Ctx *c, const Layer *l, const cJSON *v, c
         error_at(c->file, sp_keep(sp_path_key(path, "kv_heads")), "kv_heads %lld does not divide "
                  "heads %lld (each key/value head serves heads / kv_heads query heads)",
                  (long long)l->kv_heads, (long long)l->heads);
-    if ((l->window || l->il.window) && !l->causal)
-        error_at(c->file, sp_keep(sp_path_key(path, l->window ? "window" : "interleave")),
-                 "a window needs causal attention (a query sees the W most recent positions, "
-                 "itself included)");
     if (sp_member(v, "eps") && l->qk_norm != QK_NORM_ALL_HEADS)
         error_at(c->file, sp_keep(sp_path_key(path, "eps")), "eps is qk_norm \"all_heads\"'s (the "
                  "per-head qk_norm's is 1e-6)");

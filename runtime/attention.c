@@ -10,8 +10,8 @@
  * (more without a mask at short T), so a thread's scratch grows with T, not T^2 (8 T^2
  * bytes would be 512 MiB a thread at T = 8192, outside the memory plan). With a causal
  * mask each block multiplies only the keys it can see, which skips most of the masked
- * upper triangle at the price of a few more BLAS calls; a window skips the keys before
- * it the same way. An item's query heads (g = H / KV of them) are stacked into one
+ * upper triangle at the price of a few more BLAS calls; a window skips the keys out of its
+ * reach the same way. An item's query heads (g = H / KV of them) are stacked into one
  * product with their key head, through qk_norm and rope (applied as the rows are
  * stacked; k once an item); GPT-2's heads are read in place.
  * Measured at T = 128, hd = 32 (the character GPT) on a 2-core AMD EPYC:
@@ -248,11 +248,15 @@ static int64_t att_first(const att_ctx *c, const int32_t *pos, int64_t i)
 }
 
 /* One past row i's last visible key: i + 1 (causal), the end of its sequence (not
- * causal, packed rows: ends, the batch row's), or T. A block's last row's end is the
- * block's: sequences end later for later rows. */
+ * causal, packed rows: ends, the batch row's), or T; not causal with a window, at most
+ * i + window (a query sees the keys less than the window away on either side). A block's
+ * last row's end is the block's: sequences and windows end later for later rows. */
 static int64_t att_end(const att_ctx *c, const int32_t *ends, int64_t i)
 {
-    return c->causal ? i + 1 : ends ? ends[i] : c->T;
+    if (c->causal)
+        return i + 1;
+    int64_t e = ends ? ends[i] : c->T;
+    return c->window && i + c->window < e ? i + c->window : e;
 }
 
 /* The position rope turns row i by: pos[i] in a packed row, else i. */
@@ -593,6 +597,8 @@ static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t wi
                "%lld; scale %g; soft-cap %g)", (const void *)qn, (const void *)kn,
                (long long)window, (long long)c->hd, (double)scale, (double)cap);
     c->qn = qn, c->kn = kn, c->window = window, c->scale = scale, c->cap = cap;
+    if (window && !c->causal && c->nb > ATT_NB)   /* blocks that skip the keys out of reach */
+        c->nb = ATT_NB;
     if (theta > 0) {
         size_t n = (size_t)(rows * (c->hd / 2));
         float *t = malloc(2 * n * sizeof(float) + 1);

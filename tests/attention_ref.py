@@ -27,7 +27,8 @@ factor on the rotated pairs; a partial rope of dims rd rotates the
 pairs j, j + hd/2 for j < rd/2 at theta^(-2j/rd), SPEC's pairing); key/value heads are repeated as
 repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, scale 1 / sqrt(hd) unless the
 case gives one, the scores soft-capped (cap tanh(s / cap), Gemma 2's) where a case gives a
-cap, mask -inf above the diagonal and, with a window W, at keys W or more positions back.
+cap, mask -inf above the diagonal and, with a window W, at keys W or more positions back
+(without the causal mask, ahead as well).
 Packed rows (PACKED): each batch row cut into sequences of random lengths, pos[b, t] the
 token's position in its own; the mask also hides every key of another sequence (causal:
 those before the query's, t - pos[b, t]; without the causal mask, those after its
@@ -57,6 +58,8 @@ CASES = [
     (2, 37, 32, 4, 2, 1, 0, 0, None),     # grouped-query attention
     (2, 37, 32, 4, 1, 0, 0, 0, None),     # one key/value head, no mask
     (2, 70, 16, 2, 2, 1, 9, 0, None),     # a window: whole blocks of keys skipped
+    (2, 70, 16, 2, 2, 0, 9, 0, None),     # a window on both sides (ModernBERT's)
+    (2, 100, 64, 8, 2, 0, 40, 1, (10000.0, None)),   # with GQA, qk_norm and rope
     (2, 33, 16, 2, 2, 0, 0, 1, None),     # qk_norm
     (2, 40, 32, 2, 2, 1, 0, 0, (10000.0, None)),
     (1, 50, 64, 4, 4, 1, 0, 0, (500000.0, LLAMA3(32.0, 16))),
@@ -86,6 +89,7 @@ PACKED = [
     (3, 40, 32, 4, 4, 0, 0, 0, None),                            # no causal mask: each
     (2, 37, 32, 4, 2, 0, 0, 0, (10000.0, None)),                 # sequence sees itself whole
     (1, 256, 64, 2, 2, 0, 0, 0, None),                           # (many blocks of rows)
+    (2, 70, 32, 4, 2, 0, 12, 0, (10000.0, None)),                # and a window on both sides
 ]
 
 
@@ -169,8 +173,8 @@ def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap=None
     masked = torch.zeros(T, T, dtype=torch.bool)
     if causal:
         masked |= j > i
-    if window:
-        masked |= j <= i - window
+    if window:   # W or more positions back; without the causal mask, ahead too
+        masked |= (j <= i - window) | ((j >= i + window) & (not causal))
     if pos is not None:   # keys of another sequence (causal: before the query's)  [B, 1, T, T]
         start = torch.arange(T) - pos                                       # [B, T]
         masked = masked | (start[:, None, :, None] != start[:, None, None, :])

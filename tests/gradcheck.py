@@ -215,6 +215,9 @@ cases += [
     tok("attention_rope", [E(dim=8), {"op": "attention", "heads": 2, "rope": {"theta": 10000}}, L(7)]),
     tok("attention_qk_norm", [E(dim=8), {"op": "attention", "heads": 2, "qk_norm": True}, L(7)]),
     tok("attention_window", [E(), {"op": "attention", "heads": 2, "window": 2}, L(7)]),
+    # a window on both sides (not causal: keys less than 2 away either way, ModernBERT's)
+    tok("attention_window_full", [E(dim=8), {"op": "attention", "heads": 2, "causal": False,
+                                             "window": 2, "rope": {"theta": 10000}}, L(7)]),
     # head_dim apart from d / heads: the core 3 x 6 = 18 wide over d 8, GPT-2's core
     tok("attention_head_dim", [E(dim=8), {"op": "attention", "heads": 3, "head_dim": 6}, L(7)]),
     tok("attention_llama", [E(dim=8), {"op": "attention", "heads": 2, "kv_heads": 1, "bias": False,

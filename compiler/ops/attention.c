@@ -38,14 +38,15 @@ static int attention_params(const Layer *l, const char **out)
 }
 
 /* The core's FLOPs a sample (forward): 4 hd H per (query, visible key) pair, the causal
- * triangle counted as T^2 / 2; a window of w < T keys leaves T w - w^2 / 2 pairs (the
- * blocks the kernels skip are not counted). */
+ * triangle counted as T^2 / 2; a causal window of w < T keys leaves T w - w^2 / 2 pairs,
+ * a window on both sides T^2 - (T - w)(T - w + 1), the pairs w or more apart taken away
+ * (the blocks the kernels skip are not counted). */
 static double core_flops(const Layer *l, int64_t window, int64_t T, int64_t d)
 {
     if (!window || window >= T)
         return 4.0 * T * T * d / (l->causal ? 2 : 1);
-    double w = (double)window;
-    return 4.0 * d * ((double)T * w - w * w / 2);
+    double w = (double)window, t = (double)T;
+    return 4.0 * d * (l->causal ? t * w - w * w / 2 : t * t - (t - w) * (t - w + 1));
 }
 
 /* Is this one of the layers "interleave" sets apart (every - 1, 2 every - 1, ... of the

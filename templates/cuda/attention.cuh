@@ -1034,7 +1034,8 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
  * head h reads key/value head h / G (G = H / KV). qk_norm (weights qn, kn [HD], or NULL)
  * and rope (theta > 0, llama3 scaling when factor > 0) are applied as the q and k tiles
  * are loaded, a thread a row (atx_fwd_rows); a window W > 0 masks keys W or more
- * positions back, and the tiles wholly outside it are never loaded. CUDA cores, fp32
+ * positions back (without the causal mask, W or more ahead as well: atx_outside), and
+ * the tiles wholly outside it are never loaded. CUDA cores, fp32
  * arithmetic, any activation type; with 16-bit activations and heads a multiple of 16
  * wide, the tensor-core versions further down (attention_ext_*_tc) take the call.
  *
@@ -1118,6 +1119,39 @@ __device__ __forceinline__ int atx_tile_first(const int *P, int b, int T, int p0
 {
     const int s = P ? p0 - P[(int64_t)b * T + p0] : k;
     return s > k ? s : k;
+}
+
+/* Is key kj out of the window W (0: none) of the query at position p: W or more
+ * positions back, or without the causal mask W or more ahead too (a window on both
+ * sides, ModernBERT's local layers)? */
+template <int CAUSAL>
+__device__ __forceinline__ bool atx_outside(int p, int kj, int W)
+{
+    return W > 0 && (kj <= p - W || (!CAUSAL && kj >= p + W));
+}
+
+/* One past the last key the queries before p1 see: p1 (causal), or T, or with a window
+ * on both sides the last query's reach, p1 - 1 + W, where that is less. */
+template <int T, int CAUSAL>
+__device__ __forceinline__ int atx_key_end(int p1, int W)
+{
+    return CAUSAL ? p1 : W > 0 && p1 - 1 + W < T ? p1 - 1 + W : T;
+}
+
+/* The first query that sees key k0: k0 (causal), or 0, or with a window on both sides
+ * the first in its reach, k0 - W + 1. */
+template <int CAUSAL>
+__device__ __forceinline__ int atx_query_first(int k0, int W)
+{
+    return CAUSAL ? k0 : W > 0 && k0 >= W ? k0 - W + 1 : 0;
+}
+
+/* Can the window W hide one of the keys k0 .. k1 from one of the queries p0 .. p1? (A
+ * tile of scores where none of the tests can hide a key skips them.) */
+template <int CAUSAL>
+__device__ __forceinline__ bool atx_window_edge(int p0, int p1, int k0, int k1, int W)
+{
+    return W > 0 && (k0 <= p1 - W || (!CAUSAL && k1 >= p0 + W));
 }
 
 /* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table,
@@ -1280,7 +1314,7 @@ __device__ __forceinline__ void atx_krows(int *pos, long long *off, int R, int k
 template <int T, int CAUSAL>
 __device__ __forceinline__ bool atx_masked(int p, int kj, int W, int lo, const int *Pb)
 {
-    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W) || kj < lo ||
+    return p < 0 || kj >= T || (CAUSAL && kj > p) || atx_outside<CAUSAL>(p, kj, W) || kj < lo ||
            (!CAUSAL && Pb && atx_apart(Pb, kj, lo, T));
 }
 
@@ -1309,7 +1343,7 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
         atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     for (int t = blockIdx.x; t < NPT; t += gridDim.x) {
         const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
-        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = atx_key_end<T, CAUSAL>(p1, W);
         const int kbeg = atx_tile_first(P, b, T, p0, kwin);
         __syncthreads();
         atx_qrows(qpos, qoff, qlo, BQ, p0, NP, G, kh, T, ld, HD, Pb);
@@ -1406,7 +1440,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
         atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     for (int t = blockIdx.x; t < NPT; t += gridDim.x) {
         const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
-        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = atx_key_end<T, CAUSAL>(p1, W);
         const int kbeg = atx_tile_first(P, b, T, p0, kwin);
         __syncthreads();
         atx_qrows(qpos, qoff, qlo, BQ, p0, NP, G, kh, T, ld, HD, Pb);
@@ -1517,7 +1551,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
         atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     for (int k0 = blockIdx.x * BK; k0 < T; k0 += gridDim.x * BK) {
         const int nk = T - k0 < BK ? T - k0 : BK;
-        const int qlo = CAUSAL ? k0 / BQ * BQ : 0;
+        const int qlo = atx_query_first<CAUSAL>(k0, W) / BQ * BQ;
         const int qhi = W > 0 && k0 + nk - 1 + W < T ? k0 + nk - 1 + W : T;
         __syncthreads();
         atx_krows(kpos, koff, BK, k0, nk, H, kh, ld, HD);
@@ -1802,7 +1836,7 @@ __device__ __forceinline__ void atx_tc_tile(unsigned short (*M)[W], int pos0, co
 template <int T, int CAUSAL>
 __device__ __forceinline__ bool atx_tc_masked(int p, int kj, int W, int lo, const int *Pb)
 {
-    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W) || kj < lo ||
+    return p < 0 || kj >= T || (CAUSAL && kj > p) || atx_outside<CAUSAL>(p, kj, W) || kj < lo ||
            (!CAUSAL && Pb && atx_apart(Pb, kj, lo, T));
 }
 
@@ -1908,7 +1942,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
     __syncthreads();
     for (int tile = tile0; tile < NPT; tile += gridDim.x) {
         const int p0 = (NPT - 1 - tile) * NP, p1 = p0 + NP < T ? p0 + NP : T;
-        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = atx_key_end<T, CAUSAL>(p1, W);
         const int kbeg = atx_tile_first(P, b, T, p0, kwin) / BK * BK;
         const bool full = G * NP == BQ && p0 + NP <= T;   /* every row a position */
         att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
@@ -1959,7 +1993,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
              * or with rows of no position has keys to mask (packed rows: any tile; P
              * first, so that without it the test is the same code) */
             const bool edge = P || !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
-                              (W > 0 && k0 <= p1 - 1 - W);
+                              atx_window_edge<CAUSAL>(p0, p1 - 1, k0, k0 + BK - 1, W);
             float mx[2] = {ninf, ninf};
             for (int n = 0; n < BK / 8; n++)
                 for (int r = 0; r < 4; r++) {
@@ -2054,7 +2088,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
     __syncthreads();
     for (int tile = tile0; tile < NPT; tile += gridDim.x) {
         const int p0 = (NPT - 1 - tile) * NP, p1 = p0 + NP < T ? p0 + NP : T;
-        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = atx_key_end<T, CAUSAL>(p1, W);
         const int kbeg = atx_tile_first(P, b, T, p0, kwin) / BK * BK;
         const bool full = G * NP == BQ && p0 + NP <= T;
         att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
@@ -2123,7 +2157,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
                 __syncthreads();
             }
             const bool edge = P || !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
-                              (W > 0 && k0 <= p1 - 1 - W);
+                              atx_window_edge<CAUSAL>(p0, p1 - 1, k0, k0 + BK - 1, W);
             float sc[BK / 8][4], dp[BK / 8][4];
             for (int n = 0; n < BK / 8; n += 2) {
                 for (int r = 0; r < 4; r++)
@@ -2256,7 +2290,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
     for (int tile = tile0; tile < NKT; tile += gridDim.x) {
         const int k0 = tile * BK, j0 = k0 + 16 * warp + g;   /* the warp's keys j0, j0 + 8 */
         const int nk = T - k0 < BK ? T - k0 : BK;
-        const int qlo = CAUSAL ? k0 : 0;
+        const int qlo = CAUSAL ? k0 : atx_query_first<CAUSAL>(k0, W) / BQ * BQ;
         const int qhi = W > 0 && k0 + nk - 1 + W < T ? k0 + nk - 1 + W : T;
         const int NQ = (qhi - qlo + BQ - 1) / BQ;   /* query tiles a head */
         tiles(0, kh * G, qlo);
@@ -2316,7 +2350,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
                     __syncthreads();
                 }
                 const bool edge = P || (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T ||
-                                  k0 + BK > T || (W > 0 && k0 <= i0 + BQ - 1 - W);
+                                  k0 + BK > T ||
+                                  atx_window_edge<CAUSAL>(i0, i0 + BQ - 1, k0, k0 + BK - 1, W);
                 for (int j = 0; !none && j < BQ / 16; j++) {   /* 16 queries at a time */
                     float st[2][4], dpt[2][4];
                     for (int r = 0; r < 4; r++)

@@ -8,8 +8,9 @@
  *   rt_attention_fwd90_T_HD_CAUSAL(map, lse, y, H)   map: a CUtensorMap of qkv (below)
  *   rt_attention_ext_fwd90_T_HD_CAUSAL(mq, mv, lse, y, H, KV, W, sl2)   the Llama-family
  *     options of attention.cuh's rt_attention_ext_fwd_*: KV key/value heads (query head
- *     h reads h / (H / KV)), a window W > 0 (keys W or more positions back masked, key
- *     tiles wholly before every row's window never loaded); qk_norm and rope applied
+ *     h reads h / (H / KV)), a window W > 0 (keys W or more positions back masked, and
+ *     without the causal mask W or more ahead; key tiles wholly outside every row's
+ *     window never loaded); qk_norm and rope applied
  *     beforehand by rt_attention_prep90 (below) into a scratch copy of q and k that mq
  *     maps, V read through mv from qkv itself. P_: packed rows' positions [B, T], read by
  *     the rt_attention_ext_pk_fwd90_* instances alone (PK; NULL in the others): row p
@@ -201,11 +202,12 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
         /* scale, mask (tiles reaching past the diagonal, past T, before a row's window
          * or, packed, its sequence), the rows' max */
         const int rb = q0 + 64 * c;
-        const bool edge = PK || (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || (W > 0 && k0 <= rb + 63 - W);
+        const bool edge = PK || (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T ||
+                          atx_window_edge<CAUSAL>(rb, rb + 63, k0, k0 + BK - 1, W);
         float mx[2] = {ninf, ninf};
         for (int i = 0; i < NS; i++) {
             const int u = (i >> 1) & 1, kj = k0 + 8 * (i >> 2) + 2 * t4 + (i & 1), row = r0 + 8 * u;
-            const bool hid = kj >= T || (CAUSAL && kj > row) || (W > 0 && kj <= row - W) || kj < lo[u] ||
+            const bool hid = kj >= T || (CAUSAL && kj > row) || atx_outside<CAUSAL>(row, kj, W) || kj < lo[u] ||
                              (!CAUSAL && PK && atx_apart(Pb, kj, lo[u], T));
             sc[i] = edge && hid ? ninf : sl2 * sc[i];
             mx[u] = fmaxf(mx[u], sc[i]);
@@ -281,7 +283,7 @@ __device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t
     att_block_order(src.b, src.h, tile0);
     src.kh = src.h / (src.H / src.KV);
     const int q0 = (NQT - 1 - tile0) * RT_ATT90_BQ, d = src.H * HD;
-    const int nkeys = CAUSAL ? (q0 + RT_ATT90_BQ < T ? q0 + RT_ATT90_BQ : T) : T;
+    const int nkeys = atx_key_end<T, CAUSAL>(q0 + RT_ATT90_BQ < T ? q0 + RT_ATT90_BQ : T, W);
     src.nkt = (nkeys + RT_ATT90_BK - 1) / RT_ATT90_BK;
     /* the first row's window, or its sequence's start (packed rows) */
     src.jb = atx_tile_first(PK ? P : nullptr, src.b, T, q0, W > 0 && q0 >= W ? q0 - W + 1 : 0) /

@@ -320,8 +320,9 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
     for (int j = 0; j < nkt - jb; j++) {
         const int s = j % S, k0 = (jb + j) * BK;
         sm90_mbar_wait(sm.full(s), (unsigned)(j / S) & 1u);
-        /* every key past this warpgroup's rows, or before all their windows or sequences */
-        if ((CAUSAL && k0 > rb + 63) || (W > 0 && k0 + BK - 1 <= rb - W) || (PK && k0 + BK <= lob)) {
+        /* every key past this warpgroup's rows, or out of all their windows or sequences */
+        if ((CAUSAL && k0 > rb + 63) || (W > 0 && k0 + BK - 1 <= rb - W) ||
+            (!CAUSAL && W > 0 && k0 >= rb + 63 + W) || (PK && k0 + BK <= lob)) {
             sm90_mbar_arrive(sm.empty(s));
             continue;
         }
@@ -334,11 +335,11 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
         sm90_pin<BK / 2>(sc);
         sm90_pin<BK / 2>(dp);
         const bool edge = PK || (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || rb + 64 > T ||
-                          (W > 0 && k0 <= rb + 63 - W);
+                          atx_window_edge<CAUSAL>(rb, rb + 63, k0, k0 + BK - 1, W);
         for (int e = 0; e < BK / 2; e++) {   /* dS = P (dP - D), 0 where masked */
             const int u = (e >> 1) & 1, kj = k0 + 8 * (e >> 2) + 2 * t4 + (e & 1), i = r0 + 8 * u;
             const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i) ||
-                                         (W > 0 && kj <= i - W) || kj < lo[u] ||
+                                         atx_outside<CAUSAL>(i, kj, W) || kj < lo[u] ||
                                          (!CAUSAL && PK && atx_apart(Pb, kj, lo[u], T)));
             const float p = rt_exp2_approx(sl2 * sc[e] - Lr[u]);
             sc[e] = masked ? 0.0f : p * (dp[e] - Dr[u]);
@@ -395,11 +396,12 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
     sm90_wgmma_wait<0>();
     sm90_pin<BQ / 2>(st);
     sm90_pin<BQ / 2>(dpt);
-    const bool edge = PK || (CAUSAL && i0 < kb + 63) || i0 + BQ > T || (W > 0 && kb <= i0 + BQ - 1 - W);
+    const bool edge = PK || (CAUSAL && i0 < kb + 63) || i0 + BQ > T ||
+                      atx_window_edge<CAUSAL>(i0, i0 + BQ - 1, kb, kb + 63, W);
     for (int e = 0; e < BQ / 2; e++) {   /* P^T into st, dS^T into dpt */
         const int i = i0 + 8 * (e >> 2) + 2 * t4 + (e & 1), kj = j0 + 8 * ((e >> 1) & 1);
         /* (query i's sequence start: the row's lanes read the same ones, L1) */
-        const bool masked = edge && (i >= T || (CAUSAL && kj > i) || (W > 0 && kj <= i - W) ||
+        const bool masked = edge && (i >= T || (CAUSAL && kj > i) || atx_outside<CAUSAL>(i, kj, W) ||
                                      (PK && kj < atx_seq_start(Pb, i)) ||
                                      (!CAUSAL && PK && atx_apart(Pb, kj, atx_seq_start(Pb, i), T)));
         /* lse (in log2 units) and D of query i from global memory (the row's lanes read
@@ -451,9 +453,10 @@ __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const 
         const int s = j % S, g = j / nqt, i0 = i00 + (j - g * nqt) * BQ;
         const unsigned ph = (unsigned)(j / S) & 1u;
         sm90_mbar_wait(sm.full(s), ph);
-        /* else every query is before these keys, past all their windows, or (packed) in
-         * sequences that start after them */
+        /* else every query is before these keys, out of all their windows, or (packed)
+         * in sequences that start after them */
         if ((!CAUSAL || i0 + BQ - 1 >= kb) && !(W > 0 && i0 - W >= kb + 63) &&
+            !(!CAUSAL && W > 0 && kb >= i0 + BQ - 1 + W) &&
             !(PK && atx_seq_start(Pb, i0) > kb + 63))
             att90b_kv_tile<T, HD, CAUSAL, PK>(sm, s, c, i0, kb, j0, t4, W, sl2, Lh + (int64_t)g * T,
                                               Dh + (int64_t)g * T, Pb, gk, gv);
@@ -532,7 +535,7 @@ __device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const f
     int b, h, tile0;
     att_block_order(b, h, tile0);
     const int kh = h / (H / KV), q0 = (NQT - 1 - tile0) * BQ, d = H * HD;
-    const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
+    const int nkeys = atx_key_end<T, CAUSAL>(q0 + BQ < T ? q0 + BQ : T, W);
     const int nkt = (nkeys + BK - 1) / BK;
     /* the first row's window, or its sequence's start (packed rows) */
     const int jb = atx_tile_first(PK ? geo.P : nullptr, b, T, q0, W > 0 && q0 >= W ? q0 - W + 1 : 0) / BK;
@@ -572,7 +575,8 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
     att_block_order(b, kh, tile0);
     const int k0 = tile0 * BK;
     /* the queries that see these keys: from the first (causal) to the last key's window */
-    const int i00 = CAUSAL ? k0 : 0, iend = W > 0 && k0 + BK - 1 + W < T ? k0 + BK - 1 + W : T;
+    const int i00 = CAUSAL ? k0 : atx_query_first<CAUSAL>(k0, W) / BQ * BQ;
+    const int iend = W > 0 && k0 + BK - 1 + W < T ? k0 + BK - 1 + W : T;
     int nqt = (iend - i00 + BQ - 1) / BQ;
     /* packed rows: not the query tiles whose sequences start past these keys (a run at
      * the end: the starts count up; the first tile holds query k0, which sees key k0) */

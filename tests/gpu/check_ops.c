@@ -92,6 +92,7 @@ static const char *const instances[] = {
     "RT_ATTENTION_EXT_FWD(70, 32, 1)", "RT_ATTENTION_EXT_BWD(70, 32, 1)",
     "RT_ATTENTION_EXT_FWD(65, 128, 1)", "RT_ATTENTION_EXT_BWD(65, 128, 1)",
     "RT_ATTENTION_EXT_FWD(37, 8, 1)", "RT_ATTENTION_EXT_BWD(37, 8, 1)",
+    "RT_ATTENTION_EXT_FWD(37, 8, 0)", "RT_ATTENTION_EXT_BWD(37, 8, 0)",
     "RT_ATTENTION_EXT_FWD(200, 64, 1)", "RT_ATTENTION_EXT_BWD(200, 64, 1)",
     "RT_ATTENTION_EXT_FWD(130, 64, 0)", "RT_ATTENTION_EXT_BWD(130, 64, 0)",
     "RT_ATTENTION_EXT_FWD(300, 64, 1)", "RT_ATTENTION_EXT_BWD(300, 64, 1)",
@@ -111,6 +112,9 @@ static const char *const instances[] = {
     "RT_ATTENTION_EXT_PK_FWD(150, 128, 1)", "RT_ATTENTION_EXT_PK_BWD(150, 128, 1)",
     "RT_ATTENTION_EXT_PK_FWD(100, 256, 1)", "RT_ATTENTION_EXT_PK_BWD(100, 256, 1)",
     "RT_ATTENTION_EXT_CAP_PK_FWD(200, 64, 1)", "RT_ATTENTION_EXT_CAP_PK_BWD(200, 64, 1)",
+    "RT_ATTENTION_EXT_PK_FWD(37, 8, 0)", "RT_ATTENTION_EXT_PK_BWD(37, 8, 0)",
+    "RT_ATTENTION_EXT_PK_FWD(200, 64, 0)", "RT_ATTENTION_EXT_PK_BWD(200, 64, 0)",
+    "RT_ATTENTION_EXT_PK_FWD(150, 128, 0)", "RT_ATTENTION_EXT_PK_BWD(150, 128, 0)",
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
     "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
     "RT_CROSS_ENTROPY_LS(10, 10)", "RT_CROSS_ENTROPY_LS(13, 16)", "RT_CROSS_ENTROPY_LS(1030, 1088)",
@@ -1861,6 +1865,16 @@ static void t_attention_packed(int64_t B, int64_t T, int64_t d, int64_t H, int64
     ext_packed = 0;
 }
 
+/* t_attention_packed without the causal mask (an encoder's padded rows: each sequence
+ * sees itself whole, or with a window the keys less than W away on either side) */
+static void t_attention_packed_full(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
+                                    int64_t W, int qkn, float theta)
+{
+    ext_packed = 1;
+    t_attention_ext(B, T, d, H, KV, 0, W, qkn, theta, 0, 0.0f, 0.0f);
+    ext_packed = 0;
+}
+
 /* The decode program's attention (decode.cuh; rt_attention_decode): B rows at positions
  * pos .. pos + B - 1 of one sequence (with seqs: B sequences, row b at pos - b % 3 where
  * that is not negative, else pos, with a cache of its own, kv_seq floats apart; the
@@ -3343,19 +3357,20 @@ static void all_attention(void)
     RUN t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f, 0.0f);   /* heads 128 wide */
     /* heads 64 wide (16-bit: the tensor-core kernels, 64-row tiles): a group of 4 with
      * every option, the window skipping whole tiles on both sides of the backward; a
-     * group of 2 without the causal mask, a window of 20 */
+     * group of 2 without the causal mask, a window of 20 on both sides */
     RUN t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
     RUN t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0, 0.0f, 0.0f);
     /* heads 64 and 128 (16-bit: sm_90a's kernels where built for it, the emulator's,
      * then the sm_80 ones; the two shapes above too): a group of 4 with llama3's rope over
      * three query tiles; a window of 100 that skips key tiles on every side; a group of 3
-     * without rope or the causal mask, a window of 70; a group of 1 */
+     * without rope or the causal mask, a window of 70 on both sides; a group of 1 */
     RUN t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1, 0.0f, 0.0f);
     RUN t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0, 0.0f, 0.0f);
     RUN t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0, 0.0f, 0.0f);
     RUN t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f, 0.0f);
     /* heads 8 wide: the CUDA-core kernels in every precision (a group of 5, every option) */
     RUN t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 37, 40, 5, 1, 0, 9, 1, 10000.0f, 0, 0.0f, 0.0f);   /* both sides */
     /* heads 256 wide (Gemma's): the tensor-core kernels alone, in 16 bits (fp32 has no
      * kernel for them), streaming tiles of 16 rows: a group of 4 with every option but
      * llama3's scaling, seven query tiles; a group of 2 without the causal mask */
@@ -3399,6 +3414,13 @@ static void all_attention(void)
     if (half) {
         RUN t_attention_packed(2, 100, 1024, 4, 1, 0, 1, 10000.0f, 0, 0.0f, 0.0f);
     }
+    /* and without the causal mask (an encoder's padded rows), whole and with a window on
+     * both sides (ModernBERT's local layers): heads 8 on the CUDA cores; heads 64 and 128
+     * (in 16 bits sm_90a's kernels, then the sm_80 tensor cores') */
+    RUN t_attention_packed_full(2, 37, 40, 5, 1, 9, 1, 10000.0f);
+    RUN t_attention_packed_full(2, 200, 256, 4, 2, 0, 0, 10000.0f);
+    RUN t_attention_packed_full(2, 200, 256, 4, 2, 40, 0, 10000.0f);
+    RUN t_attention_packed_full(1, 150, 512, 4, 4, 30, 1, 160000.0f);
 }
 
 /* The decode program's pos_embedding (rt_pos_row_add): rows pos .. pos + B - 1 of the
