@@ -1934,6 +1934,12 @@ int cmd_export(int argc, char **argv)
     int image = export_image(s, weights, out, tok, adapter);
     if (image >= 0)
         return image;
+    if (hf_modernbert_spec(s)) {   /* a ModernBERT (hf_modernbert.c) */
+        if (adapter)
+            error_input("export: --adapter with a text classifier (train.lora's adapters are "
+                        "merged into its weights, not written as PEFT's files)");
+        return hf_modernbert_export(s, weights, out, tok);
+    }
     if (hf_bert_spec(s)) {   /* a text classifier or masked LM of BERT's family (hf_bert.c) */
         if (adapter)
             error_input("export: --adapter with a text classifier (train.lora's adapters are "

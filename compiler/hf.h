@@ -514,6 +514,12 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
  * encoder's post-norm blocks): export's */
 int hf_bert_spec(const Spec *s);
 int hf_bert_export(const Spec *s, const char *weights, const char *out, const char *tok);
+/* ModernBERT's masked LM, sequence and token classifiers (hf_modernbert.c): import (as
+ * hf_bert_import), whether a spec is one, export */
+int hf_modernbert_import(HfCfg *cfg, const char *dir, const char *out, const char *name,
+                         int64_t T, const char *labels, const char *task);
+int hf_modernbert_spec(const Spec *s);
+int hf_modernbert_export(const Spec *s, const char *weights, const char *out, const char *tok);
 
 /* ---- PEFT's LoRA adapters merged at import (hf_adapter.c) ---- */
 

@@ -196,6 +196,8 @@ check parity/convnext_hf  --after=fake_gpu/lib $HF_PYTHON tests/convnext_hf.py
 check parity/bert_hf      $HF_PYTHON tests/bert_hf.py
 check parity/bert_token_hf $HF_PYTHON tests/bert_token_hf.py
 check parity/bert_mlm_hf   --after=fake_gpu/lib $HF_PYTHON tests/bert_mlm_hf.py
+# ModernBERT both ways (transformers 4.48 on), windows on both sides
+check parity/modernbert_hf --after=fake_gpu/lib $HF_NEW_PYTHON tests/modernbert_hf.py
 check parity/seq_cls_hf    $HF_PYTHON tests/seq_cls_hf.py
 check parity/decoder_token_hf $HF_PYTHON tests/decoder_token_hf.py
 check parity/qa_hf         --after=fake_gpu/lib,asan/build env ASAN_TRAINC=build/asan/trainc $HF_PYTHON tests/qa_hf.py

@@ -1,0 +1,230 @@
+"""ModernBERT: trainc import hf and export hf of ModernBertForMaskedLM,
+ModernBertForSequenceClassification and ModernBertForTokenClassification against
+transformers (4.48 on: HF_NEW_PYTHON; without ModernBERT it exits 77, a skip).
+
+transformers' ModernBERT asks for torch 2 where Debian's is 1.13 in two places that change
+no number: a `torch.compile` decorator (its reference_compile path, off on the CPU) and
+`nn.LayerNorm(bias=False)`; this file stands in for both before it imports the model (a
+decorator that returns the function; a LayerNorm whose bias is None, which
+F.layer_norm takes as no bias).
+
+Random-weight models made here with save_pretrained, tiny (d 32, heads 8 wide), fp32,
+CPU, one thread, every tensor moved off transformers' init; rows of 32 tokens padded at
+the end, the local layers' window 4 or 5 positions each way, so that windows, the padding
+and the global layers all bite. For each kind:
+
+- imported: layer 0 global and without the norm before its attention, the others in a
+  repeat whose attention has the window on both sides (local_attention / 2 + 1) and an
+  interleave of the global layers (their rope's theta);
+- trainc's `--eval` validation loss equals transformers' on the same rows within 1e-5;
+- import then export gives back the folder's tensors bit for bit;
+- 8 AdamW steps (warm-up, linear decay, weight decay, clipping) give every step's loss
+  within 1e-4 of torch's AdamW on transformers' model;
+- trained 5 steps and exported, transformers' from_pretrained computes trainc's --eval
+  loss within 1e-5;
+- the masked LM on the fake GPU (the windowed kernels without the causal mask over
+  padded rows) against the CPU: 8 steps within 1e-5.
+
+A sequence classifier imported with --labels from the masked LM's folder keeps its
+encoder and prediction head (head.dense, head.norm) and draws the classifier anew.
+Refused with exit 1, naming the key: mean pooling, rope_scaling, a ModernBertModel (no
+prediction head), --task qa.
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def _compile(fn=None, **kw):
+    return fn if fn is not None else (lambda f: f)
+
+
+class _LayerNorm(nn.LayerNorm):
+    def __init__(self, n, eps=1e-5, elementwise_affine=True, bias=True, **kw):
+        super().__init__(n, eps, elementwise_affine, **kw)
+        if not bias:
+            self.register_parameter("bias", None)
+
+
+if not hasattr(torch, "compile"):
+    torch.compile = _compile
+    nn.LayerNorm = _LayerNorm
+
+try:
+    import transformers
+    from transformers import (ModernBertConfig, ModernBertForMaskedLM,
+                              ModernBertForSequenceClassification,
+                              ModernBertForTokenClassification, ModernBertModel)
+    from safetensors.torch import load_file
+except ImportError:
+    print("skip modernbert_hf: transformers with ModernBERT (4.48 on) is not importable from "
+          "%s (make deps makes .venv/hf-new)" % sys.executable)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
+from text_hf import (exported_back, fake_gpu_vs_cpu, parity_steps, specs,  # noqa: E402
+                     trained_export)
+
+OUT = os.path.join(ROOT, "build", "tests", "modernbert_hf")
+T, N, V, PAD, MASK = 32, 96, 120, 0, 3
+torch.set_num_threads(1)
+torch.manual_seed(0)
+transformers.logging.set_verbosity_error()
+SMALL = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_attention_heads=4,
+             max_position_embeddings=64, pad_token_id=PAD, initializer_range=0.05)
+
+
+def rows(rng, task, K):
+    """N padded rows: x, pos (the text from 0, the padding from 0 again), the texts'
+    lengths, y (a class; a token classifier's for each token, a masked LM's ids of the
+    tokens masked, -100 elsewhere)"""
+    x, pos = np.full((N, T), PAD, np.int32), np.zeros((N, T), np.int32)
+    lens = rng.integers(4, T + 1, size=N)
+    lens[0] = T
+    y = np.full((N, T), -100, np.int32)
+    for r, k in enumerate(lens):
+        x[r, :k] = rng.integers(4, V, size=k)
+        pos[r, :k], pos[r, k:] = np.arange(k), np.arange(T - k)
+        if task == "mlm":
+            chosen = np.flatnonzero(rng.random(k) < 0.3)
+            y[r, chosen] = x[r, chosen]
+            x[r, chosen[: len(chosen) * 4 // 5]] = MASK
+        else:
+            y[r, :k] = rng.integers(0, K, size=k)
+    if task == "sequence":
+        y = rng.integers(0, K, size=N).astype(np.int32)
+    return x, pos, lens, y
+
+
+def save_rows(d, x, pos, y):
+    os.makedirs(d + "/data", exist_ok=True)
+    for part, sl in (("train", slice(0, N - 32)), ("val", slice(N - 32, None))):
+        for key, a in (("x", x), ("pos", pos), ("y", y)):
+            np.save("%s/data/%s_%s.npy" % (d, part, key), a[sl])
+
+
+def batch_loss(m, x, lens, y):
+    """transformers' loss of the rows (its own for the masked LM and the token classifier:
+    the mean over the tokens asked of)"""
+    mask = (torch.arange(T)[None, :] < torch.from_numpy(lens)[:, None]).long()
+    out = m(input_ids=torch.from_numpy(x).long(), attention_mask=mask,
+            labels=torch.from_numpy(y).long())
+    return out.loss
+
+
+def val_loss(m, x, lens, y):
+    m.eval()
+    with torch.no_grad():
+        return float(batch_loss(m, x[N - 32:], lens[N - 32:], y[N - 32:]))
+
+
+def imported_layout(name, imp, every, W):
+    """layer 0 global without a norm before its attention; the repeat's attention windowed
+    both ways with an interleave of the global layers (or all global)"""
+    ls = json.load(open(imp + "/model.json"))["model"]["layers"]
+    a0 = ls[2]["body"][0]
+    rep = ls[4]
+    att = rep["body"][0]["body"][1]
+    want = ({"every": every, "window": None, "rope": {"theta": 160000}} if W else None)
+    check(a0["op"] == "attention" and not a0["causal"] and "window" not in a0 and
+          rep["op"] == "repeat" and rep["body"][0]["body"][0]["op"] == "layernorm" and
+          att.get("window") == W and att.get("interleave") == want,
+          "%s: imported as layer 0 (global, no norm before its attention) and a repeat whose "
+          "attention has %s" % (name, "a window of %d on both sides, one layer in %d global"
+                                % (W, every) if W else "no window (every layer global)"))
+
+
+def case(name, cls, cfg, task, K, rng, fake_gpu=False):
+    d = os.path.join(OUT, name)
+    m = saved(cls, cfg, d + "/src", 0.3)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T)
+    W = cfg.local_attention // 2 + 1 if cfg.global_attn_every_n_layers > 1 else None
+    imported_layout(name, imp, cfg.global_attn_every_n_layers, W)
+    x, pos, lens, y = rows(rng, task, K)
+    save_rows(imp, x, pos, y)
+    specs(imp, ["x", "pos", "y"])
+    ours = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
+                     d + "/eval0")
+    theirs = val_loss(m, x, lens, y)
+    check(rel(ours, theirs) <= 1e-5, "%s: imported, trainc --eval %.7f, transformers' loss %.7f "
+          "(%.1e)" % (name, ours, theirs, rel(ours, theirs)))
+    a, b = exported_back(imp, d)
+    check(set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a),
+          "%s: import then export gives back the folder's %d tensors bit for bit" % (name, len(a)))
+    batches = [slice(s, s + 16) for s in range(0, N - 32, 16)]
+    parity_steps(name, imp, d, cls.from_pretrained(d + "/src"), batches,
+                 lambda m, sl: batch_loss(m, x[sl], lens[sl], y[sl]))
+    ours = trained_export(imp, d)
+    back = cls.from_pretrained(d + "/hf")
+    theirs = val_loss(back, x, lens, y)
+    check(rel(ours, theirs) <= 1e-5 and back.config.architectures == [cls.__name__],
+          "%s: trained, exported as %s, from_pretrained's loss %.7f, trainc --eval %.7f (%.1e)"
+          % (name, back.config.architectures, theirs, ours, rel(ours, theirs)))
+    if fake_gpu:
+        os.makedirs(d + "/gpu")
+        fake_gpu_vs_cpu("%s (windows both ways over padded rows)" % name, imp, d + "/gpu",
+                        bf16=False)
+
+
+def new_classifier():
+    """the masked LM's folder imported with --labels: a sequence classifier over its encoder
+    and prediction head, the classifier drawn anew"""
+    d = os.path.join(OUT, "labels")
+    trainc("import", "hf", os.path.join(OUT, "mlm", "src"), "-o", d, "--seq-len", T,
+           "--labels", "neg,pos")
+    mine = load_file(d + "/init.safetensors")
+    theirs = load_file(os.path.join(OUT, "mlm", "import", "init.safetensors"))
+    kept = [k for k in theirs if k != "decoder.bias"]
+    spec = json.load(open(d + "/model.json"))["model"]
+    check(all(torch.equal(mine[k], theirs[k]) for k in kept) and
+          mine["classifier.weight"].shape == (2, 32) and spec["layers"][-5]["op"] == "first_token",
+          "--labels over a ModernBertForMaskedLM: a sequence classifier keeping its %d encoder "
+          "and prediction-head tensors, the classifier of 2 classes drawn anew" % len(kept))
+
+
+def bad_cases():
+    d = os.path.join(OUT, "bad")
+    src = os.path.join(OUT, "seq", "src")
+    cfg = json.load(open(src + "/config.json"))
+    for key, value, text in (("classifier_pooling", "mean", "$.classifier_pooling: \"mean\""),
+                             ("rope_scaling", {"rope_type": "linear", "factor": 2.0},
+                              "$.rope_scaling")):
+        shutil.copytree(src, d + "/" + key)
+        json.dump(dict(cfg, **{key: value}), open(d + "/" + key + "/config.json", "w"))
+        refused(key, ["import", "hf", d + "/" + key, "-o", d + "/o_" + key], text, d + "/o_" + key)
+    bare = d + "/bare"
+    saved(ModernBertModel, ModernBertConfig(num_hidden_layers=2, **SMALL), bare, 0.1)
+    refused("a ModernBertModel", ["import", "hf", bare, "-o", d + "/o_bare", "--labels", "2"],
+            "ModernBertModel has none", d + "/o_bare")
+    refused("--task qa", ["import", "hf", src, "-o", d + "/o_qa", "--task", "qa"],
+            "--task qa: a ModernBERT is imported as sequence", d + "/o_qa")
+
+
+shutil.rmtree(OUT, ignore_errors=True)
+os.makedirs(OUT)
+rng = np.random.default_rng(5)
+case("mlm", ModernBertForMaskedLM,
+     ModernBertConfig(num_hidden_layers=4, local_attention=8, **SMALL), "mlm", V, rng,
+     fake_gpu=True)
+case("seq", ModernBertForSequenceClassification,
+     ModernBertConfig(num_hidden_layers=3, global_attn_every_n_layers=2, local_attention=6,
+                      norm_bias=True, attention_bias=True, mlp_bias=True, classifier_bias=True,
+                      hidden_activation="gelu_pytorch_tanh", num_labels=3, **SMALL),
+     "sequence", 3, rng)
+case("token", ModernBertForTokenClassification,
+     ModernBertConfig(num_hidden_layers=2, global_attn_every_n_layers=1,
+                      classifier_activation="gelu_pytorch_tanh", num_labels=4, **SMALL),
+     "token", 4, rng)
+new_classifier()
+bad_cases()
+print("modernbert_hf: %s (transformers %s)" % ("FAILED" if failed else "ok",
+                                               transformers.__version__))
+sys.exit(1 if failed else 0)
