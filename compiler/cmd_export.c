@@ -1931,15 +1931,16 @@ int cmd_export(int argc, char **argv)
     if (s->gan)
         error_at(s->model_file, "$.model.gan", "a GAN has no Hugging Face architecture to "
                  "export to; export hf takes a language model's spec");
-    int image = export_image(s, weights, out, tok, adapter);
-    if (image >= 0)
-        return image;
-    if (hf_modernbert_spec(s)) {   /* a ModernBERT (hf_modernbert.c) */
+    if (hf_modernbert_spec(s)) {   /* a ModernBERT (hf_modernbert.c; before the image models:
+                                      its mean pooling is a token_mean) */
         if (adapter)
             error_input("export: --adapter with a text classifier (train.lora's adapters are "
                         "merged into its weights, not written as PEFT's files)");
         return hf_modernbert_export(s, weights, out, tok);
     }
+    int image = export_image(s, weights, out, tok, adapter);
+    if (image >= 0)
+        return image;
     if (hf_bert_spec(s)) {   /* a text classifier or masked LM of BERT's family (hf_bert.c) */
         if (adapter)
             error_input("export: --adapter with a text classifier (train.lora's adapters are "

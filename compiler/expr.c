@@ -31,6 +31,7 @@ const Expr *x_cast(const Expr *a) { return node(X_CAST, a, NULL, NULL); }
 const Expr *x_add(const Expr *a, const Expr *b) { return node(X_ADD, a, b, NULL); }
 const Expr *x_sub(const Expr *a, const Expr *b) { return node(X_SUB, a, b, NULL); }
 const Expr *x_mul(const Expr *a, const Expr *b) { return node(X_MUL, a, b, NULL); }
+const Expr *x_div(const Expr *a, const Expr *b) { return node(X_DIV, a, b, NULL); }
 const Expr *x_lt(const Expr *a, const Expr *b) { return node(X_LT, a, b, NULL); }
 const Expr *x_le(const Expr *a, const Expr *b) { return node(X_LE, a, b, NULL); }
 const Expr *x_select(const Expr *c, const Expr *t, const Expr *f) { return node(X_SELECT, c, t, f); }

@@ -9,7 +9,8 @@
  * both sides: SPEC's window W = local_attention / 2 + 1, the local theta), a gated MLP
  * (glu), the final norm, then the prediction head (linear, activation, layernorm) and the
  * decoder tied to the word embedding (a masked LM), or the classifier (on the first
- * token, or on every token). `trainc export hf` writes a spec of that layout back as
+ * token or the mean over the text's tokens, classifier_pooling's "cls" and "mean"; or on
+ * every token). `trainc export hf` writes a spec of that layout back as
  * config.json and model.safetensors. One table (mb_walk) serves both. */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,8 @@ typedef struct Mb {
     int act;                   /* the MLP's glu: RT_GLU_GELU or RT_GLU_GELU_TANH */
     int head_tanh;             /* the prediction head's gelu: the tanh form */
     int task;                  /* MB_* */
+    int mean;                  /* a sequence classifier's pooling: the mean over the text's
+                                  tokens (token_mean's first_sequence), else the first token */
     int fresh_cls;             /* import: the classifier drawn anew (--labels) */
     const char *prefix;        /* the encoder's tensors' ("model.", or "" for a bare model's) */
     HfLayout h;
@@ -228,10 +231,10 @@ static void mb_config(HfCfg *c, Mb *b, int64_t T)
         error_input("import: --seq-len %lld is over the model's %lld positions", (long long)b->T,
                     (long long)P);
     const char *pool = hf_cfg_str(c, "classifier_pooling", "cls");
-    if (b->task == MB_SEQ && strcmp(pool, "cls"))
-        hf_cfg_error(c, "classifier_pooling", "\"%s\": trainc's sequence classifier reads the "
-                     "first token (\"cls\"); the mean over a row's text tokens is not among its "
-                     "layers", pool);
+    if (strcmp(pool, "cls") && strcmp(pool, "mean"))
+        hf_cfg_error(c, "classifier_pooling", "\"%s\": \"cls\" (the first token) or \"mean\" "
+                     "(the mean over the text's tokens)", pool);
+    b->mean = !strcmp(pool, "mean");
 }
 
 /* the classes: a masked LM's are the vocabulary's ids; --labels (LABELS) or config.json's */
@@ -312,7 +315,9 @@ static void mb_mlp_spec(cJSON *ls, const Mb *b, const char *norm, const char *in
 /* the prediction head (linear, gelu, layernorm) and the decoder or the classifier */
 static void mb_head_spec(cJSON *ls, const Mb *b)
 {
-    if (b->task == MB_SEQ)
+    if (b->task == MB_SEQ && b->mean)   /* (the text's tokens: the row's first sequence) */
+        cJSON_AddTrueToObject(hf_layer(ls, "token_mean", NULL), "first_sequence");
+    else if (b->task == MB_SEQ)
         hf_layer(ls, "first_token", NULL);
     cJSON *l = mb_layer_n(ls, "linear", b->head_dense, "out", (double)b->D);
     if (!b->head_bias)
@@ -419,8 +424,9 @@ static const char mb_layers_text[] =
     "embedding, layernorm, residual [attention] (layer 0), residual [layernorm, linear, glu, "
     "linear], a repeat of [residual [layernorm, attention], residual [layernorm, linear, glu, "
     "linear]] (the other layers), layernorm, then linear, gelu, layernorm and a linear tied to "
-    "the embedding (a masked LM), the same with first_token before and an untied linear (a "
-    "sequence classifier), or without first_token (a token classifier); no biases but the "
+    "the embedding (a masked LM), the same with first_token or token_mean (first_sequence) "
+    "before and an untied linear (a sequence classifier), or without either (a token "
+    "classifier); no biases but the "
     "decoder's and the classifier's, or every linear's of a kind (config.json's switches); "
     "the attentions not causal, with rope, every N-th global among windowed ones";
 
@@ -529,12 +535,16 @@ static void mb_match_blocks(const Spec *s, Mb *b, const Layer *rep, const char *
     mb_match_mlp(s, b, rep->body[1], rep->path, &b->mlp_norm, &b->mlp_in, &b->mlp_out, 0);
 }
 
-/* the head from ls[k] on: [first_token,] linear, gelu, layernorm, the decoder or the
- * classifier; how many layers */
+/* the head from ls[k] on: [first_token or token_mean over the first sequence,] linear,
+ * gelu, layernorm, the decoder or the classifier; how many layers */
 static int mb_match_head(const Spec *s, Mb *b, const Layer *const *ls, int k)
 {
     const char *at = "$.model.layers";
-    int first = ls[k] && ls[k]->op == OP_FIRST_TOKEN;
+    b->mean = ls[k] && ls[k]->op == OP_TOKEN_MEAN;
+    if (b->mean && !ls[k]->first_seq)
+        hf_refuse(s, &b->h, ls[k], "a token_mean over every token (ModernBERT's mean pooling is "
+                  "over the text's: \"first_sequence\": true)");
+    int first = b->mean || (ls[k] && ls[k]->op == OP_FIRST_TOKEN);
     k += first;
     b->head_bias = -1;
     mb_match_linear(s, b, ls[k], at, b->D, &b->head_bias);
@@ -547,7 +557,7 @@ static int mb_match_head(const Spec *s, Mb *b, const Layer *const *ls, int k)
     if (h->tie) {
         if (first || strcmp(h->tie, b->embed))
             hf_refuse(s, &b->h, h, "a tied linear other than a masked LM's decoder (the word "
-                      "embedding's weight, no first_token)");
+                      "embedding's weight, no pooling before the head)");
         b->task = MB_MLM, b->decoder_bias = h->bias, b->cls.K = b->V;
     } else {
         if (!h->bias)
@@ -613,7 +623,7 @@ static cJSON *mb_hf_config(const Mb *b)
     cJSON_AddBoolToObject(c, "mlp_bias", b->mlp_bias);
     cJSON_AddBoolToObject(c, "classifier_bias", b->head_bias);
     cJSON_AddBoolToObject(c, "decoder_bias", b->task != MB_MLM || b->decoder_bias);
-    cJSON_AddStringToObject(c, "classifier_pooling", "cls");
+    cJSON_AddStringToObject(c, "classifier_pooling", b->mean ? "mean" : "cls");
     /* (the padding row's id: ModernBERT's where the vocabulary holds it; it only keeps
      * transformers' gradient off that row) */
     cJSON_AddNumberToObject(c, "pad_token_id", b->V > 50283 ? 50283 : 0);

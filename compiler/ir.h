@@ -399,6 +399,8 @@ enum {
                       bias, position rows) */
     IX_DIV_MOD,    /* i / a % b: one value a run of a (conv2d's bias over [B, out, HW]:
                       a = HW, b = out) */
+    IX_DIV,        /* i / a: one value a run of a, the sample's own (a token's weight over
+                      its d channels: [B, T, d] from [B, T], a = d) */
     IX_FROM_GEMM,  /* element i of [B, b, a] read from storage [b, B, a] (conv2d's GEMM
                       output [out, B*HW] into [B, out, HW]: a = HW, b = out) */
     IX_TO_GEMM,    /* element i of [b, B, a] read from storage [B, b, a] (the way back,
@@ -428,6 +430,7 @@ typedef struct Index {
 static inline Index ix_self(void) { return (Index){IX_SELF, 0, 0, 0}; }
 static inline Index ix_mod(int64_t a) { return (Index){IX_MOD, a, 0, 0}; }
 static inline Index ix_div_mod(int64_t a, int64_t b) { return (Index){IX_DIV_MOD, a, b, 0}; }
+static inline Index ix_div(int64_t a) { return (Index){IX_DIV, a, 0, 0}; }
 static inline Index ix_from_gemm(int64_t a, int64_t b) { return (Index){IX_FROM_GEMM, a, b, 0}; }
 static inline Index ix_to_gemm(int64_t a, int64_t b) { return (Index){IX_TO_GEMM, a, b, 0}; }
 static inline Index ix_transpose(int64_t a, int64_t b) { return (Index){IX_TRANSPOSE, a, b, 0}; }
@@ -451,8 +454,8 @@ static inline int64_t ix_period(Index x) { return x.kind == IX_MOD ? x.a : 0; }
  * (contiguous reads, vectorized). 0: no run (IX_MOD's loop over i vectorizes as it is). */
 static inline int64_t ix_run(Index x, int *run_const)
 {
-    *run_const = x.kind == IX_DIV_MOD;
-    return x.kind == IX_DIV_MOD || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ||
+    *run_const = x.kind == IX_DIV_MOD || x.kind == IX_DIV;
+    return x.kind == IX_DIV_MOD || x.kind == IX_DIV || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ||
                    x.kind == IX_SPREAD || x.kind == IX_PAD_IN || (x.kind == IX_SLICE && x.c >= 0)
                ? x.a
                : 0;
@@ -476,7 +479,7 @@ enum {
     X_ARG,                   /* operand `arg` of the op */
     X_CONST,                 /* the float f rounds to */
     X_CAST,                  /* a[0] as a float (a raw input's integer) */
-    X_ADD, X_SUB, X_MUL,     /* a[0] op a[1] */
+    X_ADD, X_SUB, X_MUL, X_DIV,   /* a[0] op a[1] */
     X_LT, X_LE,              /* a[0] < a[1], a[0] <= a[1] */
     X_SELECT,                /* a[0] ? a[1] : a[2] */
     X_FN,                    /* the runtime's scalar function fn of a[0] (and a[1]) */
@@ -520,6 +523,7 @@ const Expr *x_cast(const Expr *a);
 const Expr *x_add(const Expr *a, const Expr *b);
 const Expr *x_sub(const Expr *a, const Expr *b);
 const Expr *x_mul(const Expr *a, const Expr *b);
+const Expr *x_div(const Expr *a, const Expr *b);
 const Expr *x_lt(const Expr *a, const Expr *b);
 const Expr *x_le(const Expr *a, const Expr *b);
 const Expr *x_select(const Expr *c, const Expr *t, const Expr *f);

@@ -55,6 +55,7 @@ void index_print(Buf *b, Index ix, int cuda)
     case IX_SELF: buf_puts(b, "i"); return;
     case IX_MOD: buf_printf(b, "i %% %lld", a); return;
     case IX_DIV_MOD: buf_printf(b, "i / %lld %% %lld", a, n); return;
+    case IX_DIV: buf_printf(b, "i / %lld", a); return;
     /* [B, n, a] from [n, B, a]: (o) * (B a) + (b) * a + q */
     case IX_FROM_GEMM:
         buf_printf(b, "(i / %lld %% %lld) * (%s * %lld) + i / %lld * %lld + i %% %lld", a, n, B, a,
@@ -115,7 +116,8 @@ static int expr_prec(const Expr *x)
     case X_PLACE: return P_CAST;
     case X_ADD:
     case X_SUB: return P_ADD;
-    case X_MUL: return P_MUL;
+    case X_MUL:
+    case X_DIV: return P_MUL;
     case X_CAST: return P_CAST;
     default: return P_PRIMARY;
     }
@@ -136,7 +138,7 @@ static void put_expr(const Printer *pr, const Expr *x, int need)
         [FN_TANH] = "rt_tanhf", [FN_SIGMOID] = "rt_sigmoidf", [FN_GELU_BWD] = "rt_gelu_bwd",
         [FN_GELU_TANH_BWD] = "rt_gelu_tanh_bwd", [FN_SILU_BWD] = "rt_silu_bwd"};
     static const char *const op[] = {[X_ADD] = " + ", [X_SUB] = " - ", [X_MUL] = " * ",
-                                     [X_LT] = " < ", [X_LE] = " <= "};
+                                     [X_DIV] = " / ", [X_LT] = " < ", [X_LE] = " <= "};
     Buf *b = pr->b;
     const char *e = pr->cuda ? "" : "e->";   /* the kernel's arguments, or rt_exec's */
     int prec = expr_prec(x), paren = prec < need;
@@ -157,6 +159,7 @@ static void put_expr(const Printer *pr, const Expr *x, int need)
     case X_ADD:
     case X_SUB:
     case X_MUL:
+    case X_DIV:
     case X_LT:
     case X_LE:   /* left to right: the right operand of the same precedence in parentheses */
         put_expr(pr, x->a[0], prec);

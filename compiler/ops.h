@@ -40,7 +40,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_SCALE, "scale", "by", "by", OPC_ELEMENTWISE)                                 \
     X(OP_MOE, "moe", "experts top_k hidden act norm_topk aux_loss shared shared_gate", "experts top_k hidden", OPC_PARAM) \
     X(OP_TOKENS, "tokens", "", "", OPC_VIEW)                                          \
-    X(OP_TOKEN_MEAN, "token_mean", "skip", "", OPC_POOL)                              \
+    X(OP_TOKEN_MEAN, "token_mean", "skip first_sequence", "", OPC_POOL)               \
     X(OP_CLS_TOKEN, "cls_token", "", "", OPC_PARAM)                                   \
     X(OP_FIRST_TOKEN, "first_token", "", "", OPC_POOL)                                \
     X(OP_LAST_TOKEN, "last_token", "segments", "", OPC_POOL)                          \

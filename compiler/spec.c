@@ -871,6 +871,7 @@ static const struct {
     {"causal", offsetof(Layer, causal)},
     {"affine", offsetof(Layer, affine)},
     {"sync", offsetof(Layer, sync)},
+    {"first_sequence", offsetof(Layer, first_seq)},
 };
 
 /* A number key whose value must lie in [lo, hi], else an error saying what it

@@ -103,6 +103,8 @@ struct Layer {
     int64_t groups;           /* conv2d; default 1 */
     int64_t segments;         /* last_token: the row's equal runs, each's last row; default 1 */
     int64_t skip;             /* token_mean: the first tokens left out of the mean; default 0 */
+    int first_seq;            /* token_mean's "first_sequence": the mean over the row's first
+                                 sequence (the model's positions); default 0 */
     int64_t output_padding;   /* conv_transpose2d; default 0, below the stride */
     double negative_slope;    /* leaky_relu; default 0.01 */
     double by;                /* scale: the factor (required) */

@@ -660,6 +660,13 @@ cases += [
         {"op": "layernorm", "eps": 1e-6}, {"op": "cls_mean"}, L(4)]),
     case("quick_gelu", [8], [L(6), {"op": "quick_gelu"}, L(4)]),
     case("token_mean_skip", [5, 8], [L(6), {"op": "tanh"}, {"op": "token_mean", "skip": 1}, L(4)]),
+    # the mean over each row's first sequence (padded rows: the text, 1 to 5 tokens, then
+    # the padding, whose positions start again at 0; ModernBERT's mean pooling)
+    with_positions(*case("token_mean_first", [5, 8], [L(6), {"op": "tanh"},
+                                                      {"op": "token_mean", "first_sequence": True},
+                                                      L(4)]),
+                   np.array([list(range(k)) + list(range(5 - k)) for k in
+                             rng.integers(1, 6, size=16)], np.int32)),
     # a residual's drop_path: samples' bodies dropped (--gradcheck's own steps: the same masks)
     case("drop_path", [3, 6], [L(6), {"op": "residual", "name": "r", "drop_path": 0.5, "body": [
         {"op": "layernorm"}, L(6), {"op": "tanh"}]}, {"op": "flatten"}, L(4)]),

@@ -22,12 +22,14 @@ and the global layers all bite. For each kind:
   within 1e-4 of torch's AdamW on transformers' model;
 - trained 5 steps and exported, transformers' from_pretrained computes trainc's --eval
   loss within 1e-5;
-- the masked LM on the fake GPU (the windowed kernels without the causal mask over
-  padded rows) against the CPU: 8 steps within 1e-5.
+- the masked LM and the mean-pooling classifier on the fake GPU (the windowed kernels
+  without the causal mask over padded rows; the mean over the text's tokens) against the
+  CPU: 8 steps within 1e-5.
 
-A sequence classifier imported with --labels from the masked LM's folder keeps its
+The mean-pooling classifier (classifier_pooling "mean": token_mean over the text's tokens,
+its first_sequence) is a kind of its own here. A sequence classifier imported with --labels from the masked LM's folder keeps its
 encoder and prediction head (head.dense, head.norm) and draws the classifier anew.
-Refused with exit 1, naming the key: mean pooling, rope_scaling, a ModernBertModel (no
+Refused with exit 1, naming the key: another pooling, rope_scaling, a ModernBertModel (no
 prediction head), --task qa.
 """
 import json
@@ -148,6 +150,10 @@ def case(name, cls, cfg, task, K, rng, fake_gpu=False):
     trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T)
     W = cfg.local_attention // 2 + 1 if cfg.global_attn_every_n_layers > 1 else None
     imported_layout(name, imp, cfg.global_attn_every_n_layers, W)
+    if cfg.classifier_pooling == "mean":
+        pool = json.load(open(imp + "/model.json"))["model"]["layers"][-5]
+        check(pool == {"op": "token_mean", "first_sequence": True}, "%s: classifier_pooling "
+              "\"mean\" imports as token_mean over the first sequence (the text's tokens)" % name)
     x, pos, lens, y = rows(rng, task, K)
     save_rows(imp, x, pos, y)
     specs(imp, ["x", "pos", "y"])
@@ -194,7 +200,7 @@ def bad_cases():
     d = os.path.join(OUT, "bad")
     src = os.path.join(OUT, "seq", "src")
     cfg = json.load(open(src + "/config.json"))
-    for key, value, text in (("classifier_pooling", "mean", "$.classifier_pooling: \"mean\""),
+    for key, value, text in (("classifier_pooling", "max", "$.classifier_pooling: \"max\""),
                              ("rope_scaling", {"rope_type": "linear", "factor": 2.0},
                               "$.rope_scaling")):
         shutil.copytree(src, d + "/" + key)
@@ -219,6 +225,9 @@ case("seq", ModernBertForSequenceClassification,
                       norm_bias=True, attention_bias=True, mlp_bias=True, classifier_bias=True,
                       hidden_activation="gelu_pytorch_tanh", num_labels=3, **SMALL),
      "sequence", 3, rng)
+case("seq_mean", ModernBertForSequenceClassification,
+     ModernBertConfig(num_hidden_layers=2, local_attention=4, classifier_pooling="mean",
+                      num_labels=2, **SMALL), "sequence", 2, rng, fake_gpu=True)
 case("token", ModernBertForTokenClassification,
      ModernBertConfig(num_hidden_layers=2, global_attn_every_n_layers=1,
                       classifier_activation="gelu_pytorch_tanh", num_labels=4, **SMALL),
