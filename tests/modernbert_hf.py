@@ -27,7 +27,9 @@ and the global layers all bite. For each kind:
   CPU: 8 steps within 1e-5.
 
 The mean-pooling classifier (classifier_pooling "mean": token_mean over the text's tokens,
-its first_sequence) is a kind of its own here. A sequence classifier imported with --labels from the masked LM's folder keeps its
+its first_sequence) is a kind of its own here. `trainc data mlm` with a ModernBERT-style tokenizer (byte-level BPE, [CLS] A [SEP]) makes
+transformers' ids, and the masked LM's loss on those rows is transformers'. A sequence
+classifier imported with --labels from the masked LM's folder keeps its
 encoder and prediction head (head.dense, head.norm) and draws the classifier anew.
 Refused with exit 1, naming the key: another pooling, rope_scaling, a ModernBertModel (no
 prediction head), --task qa.
@@ -71,8 +73,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
-from text_hf import (exported_back, fake_gpu_vs_cpu, parity_steps, specs,  # noqa: E402
-                     trained_export)
+from text_hf import (exported_back, fake_gpu_vs_cpu, license_lines, parity_steps,  # noqa: E402
+                     specs, trained_export)
 
 OUT = os.path.join(ROOT, "build", "tests", "modernbert_hf")
 T, N, V, PAD, MASK = 32, 96, 120, 0, 3
@@ -196,6 +198,66 @@ def new_classifier():
           "and prediction-head tensors, the classifier of 2 classes drawn anew" % len(kept))
 
 
+def modernbert_tokenizer(path):
+    """ModernBERT's kind of tokenizer.json, trained here over Debian's license texts:
+    byte-level BPE (no prefix space), [CLS] A [SEP], its special tokens; transformers'
+    tokenizer of it"""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([" ".join(w) for w in license_lines()], trainers.BpeTrainer(
+        vocab_size=400, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["|||IP_ADDRESS|||", "<|padding|>", "[UNK]", "[CLS]", "[SEP]", "[PAD]",
+                        "[MASK]"]))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:0 [SEP]:0",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.save(path)
+    return PreTrainedTokenizerFast(tokenizer_file=path, pad_token="[PAD]", mask_token="[MASK]",
+                                   cls_token="[CLS]", sep_token="[SEP]", unk_token="[UNK]")
+
+
+def tokenized():
+    """text to loss as a user walks it: `trainc data mlm` over license lines with a
+    ModernBERT-style tokenizer; its rows are transformers' ids (where nothing is chosen)
+    and the imported masked LM's --eval loss on them is transformers'"""
+    d = os.path.join(OUT, "text")
+    os.makedirs(d)
+    hf = modernbert_tokenizer(d + "/tokenizer.json")
+    m = saved(ModernBertForMaskedLM, ModernBertConfig(
+        num_hidden_layers=4, local_attention=8, **dict(SMALL, vocab_size=400,
+                                                       pad_token_id=hf.pad_token_id)),
+        d + "/src", 0.3)
+    trainc("import", "hf", d + "/src", "-o", d + "/import", "--seq-len", T)
+    lines = [" ".join(w) for w in license_lines()[:200]]
+    with open(d + "/text.txt", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    imp = d + "/import"
+    trainc("data", "mlm", d + "/text.txt", imp + "/data", "--tokenizer", d + "/tokenizer.json",
+           "--model", imp + "/model.json", "--val-frac", 0.2)
+    x, y, pos = (np.load("%s/data/val_%s.npy" % (imp, k)) for k in ("x", "y", "pos"))
+    enc = hf(lines[160:], truncation=True, max_length=T, padding="max_length")
+    ids, mask = np.array(enc["input_ids"]), np.array(enc["attention_mask"])
+    chosen = y != -100
+    lens = mask.sum(1)
+    check(np.array_equal(x[~chosen], ids[~chosen]) and np.array_equal(y[chosen], ids[chosen]) and
+          np.array_equal(pos, [list(range(k)) + list(range(T - k)) for k in lens]),
+          "data mlm with a ModernBERT-style tokenizer ([CLS] A [SEP], byte-level BPE): the "
+          "rows are transformers' ids where nothing is chosen, y the ids chosen")
+    specs(imp, ["x", "pos", "y"])
+    ours = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
+                     d + "/eval0")
+    m.eval()
+    with torch.no_grad():
+        theirs = float(m(input_ids=torch.from_numpy(x).long(), attention_mask=torch.from_numpy(mask),
+                         labels=torch.from_numpy(y).long()).loss)
+    check(rel(ours, theirs) <= 1e-5, "and the imported masked LM's --eval on them %.7f, "
+          "transformers' %.7f (%.1e)" % (ours, theirs, rel(ours, theirs)))
+
+
 def bad_cases():
     d = os.path.join(OUT, "bad")
     src = os.path.join(OUT, "seq", "src")
@@ -233,6 +295,7 @@ case("token", ModernBertForTokenClassification,
                       classifier_activation="gelu_pytorch_tanh", num_labels=4, **SMALL),
      "token", 4, rng)
 new_classifier()
+tokenized()
 bad_cases()
 print("modernbert_hf: %s (transformers %s)" % ("FAILED" if failed else "ok",
                                                transformers.__version__))
