@@ -222,7 +222,9 @@ typedef struct HfJoin {
     void (*resample)(const float *theirs, const int64_t *their_shape, float *ours,
                      const int64_t *shape);
 } HfJoin;
-enum { HF_FRESH_NONE, HF_FRESH_NORMAL, HF_FRESH_UNIFORM };
+/* (HF_FRESH_TRUNC: normal redrawn beyond 2 std, transformers' trunc_normal_ with ModernBERT's
+ * cutoff; HF_FRESH_ONES: every element 1, a new layernorm's weight) */
+enum { HF_FRESH_NONE, HF_FRESH_NORMAL, HF_FRESH_UNIFORM, HF_FRESH_TRUNC, HF_FRESH_ONES };
 #define HF_FRESH_SEED 1337     /* the fixed seed the new tensors are drawn with */
 typedef void (*hf_join_fn)(void *ctx, const HfJoin *j);
 /* Calls FN with the join (OURS is freed after) */

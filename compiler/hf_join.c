@@ -129,13 +129,22 @@ void hf_join_plan_import(void *ctx, const HfJoin *j)
     hf_out_add(&im->out, j->ours, j->rank, j->shape);
 }
 
-/* P's elements drawn: normal(0, SCALE) (zeros at 0) or uniform in [-SCALE, SCALE) */
+/* one element of KIND at SCALE */
+static double fresh_draw(int kind, double scale, rt_rng *rng)
+{
+    double z = kind == HF_FRESH_UNIFORM ? 2 * rt_rng_uniform(rng) - 1 : rt_rng_normal(rng);
+    while (kind == HF_FRESH_TRUNC && fabs(z) > 2)
+        z = rt_rng_normal(rng);
+    return kind == HF_FRESH_ONES ? 1 : scale * z;
+}
+
+/* P's elements drawn: normal(0, SCALE) (zeros at 0), that normal within 2 SCALE, uniform
+ * in [-SCALE, SCALE), or ones */
 void hf_fresh_put(rt_st_out *o, const rt_param *p, int kind, double scale, rt_rng *rng)
 {
     float *x = xcalloc((size_t)p->numel, sizeof *x);
     for (int64_t e = 0; scale > 0 && e < p->numel; e++)
-        x[e] = (float)(kind == HF_FRESH_NORMAL ? scale * rt_rng_normal(rng)
-                                               : scale * (2 * rt_rng_uniform(rng) - 1));
+        x[e] = (float)fresh_draw(kind, scale, rng);
     rt_st_put(o, x, p->numel);
     free(x);
 }

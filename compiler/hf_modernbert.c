@@ -12,6 +12,7 @@
  * token or the mean over the text's tokens, classifier_pooling's "cls" and "mean"; or on
  * every token). `trainc export hf` writes a spec of that layout back as
  * config.json and model.safetensors. One table (mb_walk) serves both. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cmd.h"
@@ -41,6 +42,7 @@ typedef struct Mb {
     int mean;                  /* a sequence classifier's pooling: the mean over the text's
                                   tokens (token_mean's first_sequence), else the first token */
     int fresh_cls;             /* import: the classifier drawn anew (--labels) */
+    int fresh_head;            /* import: the prediction head too (a ModernBertModel's) */
     const char *prefix;        /* the encoder's tensors' ("model.", or "" for a bare model's) */
     HfLayout h;
     char *embed, *embed_norm, *attn0, *mlp_norm0, *mlp_in0, *mlp_out0, *block;
@@ -89,6 +91,21 @@ static void mb_layer(const Mb *b, int64_t i, hf_join_fn fn, void *ctx)
               xasprintf("%smlp.Wo", th), D, b->FF, b->mlp_bias);
 }
 
+/* A ModernBertModel's new prediction head as transformers' _init_weights draws it: the
+ * dense weight within 2 std of normal(0, initializer_range / sqrt(2 layers)) (its "out"
+ * std), its bias zero, the norm's weight ones and bias zero */
+static void mb_fresh_head(const Mb *b, hf_join_fn fn, void *ctx)
+{
+    int64_t D = b->D;
+    hf_join_fresh(fn, ctx, xasprintf("%s.weight", b->head_dense), 2, (int64_t[]){D, D},
+                  HF_FRESH_TRUNC, b->std / sqrt(2.0 * (double)b->L));
+    if (b->head_bias)
+        hf_join_fresh(fn, ctx, xasprintf("%s.bias", b->head_dense), 1, &D, HF_FRESH_NORMAL, 0);
+    hf_join_fresh(fn, ctx, xasprintf("%s.weight", b->head_norm), 1, &D, HF_FRESH_ONES, 1);
+    if (b->norm_bias)
+        hf_join_fresh(fn, ctx, xasprintf("%s.bias", b->head_norm), 1, &D, HF_FRESH_NORMAL, 0);
+}
+
 /* Every tensor, in trainc's order (the decoder's weight is the word embedding's) */
 static void mb_walk(const Mb *b, hf_join_fn fn, void *ctx)
 {
@@ -99,14 +116,21 @@ static void mb_walk(const Mb *b, hf_join_fn fn, void *ctx)
     for (int64_t i = 0; i < b->L; i++)
         mb_layer(b, i, fn, ctx);
     mb_norm(b, fn, ctx, b->final_norm, xasprintf("%sfinal_norm", b->prefix));
-    mb_linear(fn, ctx, b->head_dense, "head.dense", b->D, b->D, b->head_bias);
-    mb_norm(b, fn, ctx, b->head_norm, "head.norm");
+    if (b->fresh_head)
+        mb_fresh_head(b, fn, ctx);
+    else {
+        mb_linear(fn, ctx, b->head_dense, "head.dense", b->D, b->D, b->head_bias);
+        mb_norm(b, fn, ctx, b->head_norm, "head.norm");
+    }
     if (b->task == MB_MLM) {
         if (b->decoder_bias)
             hf_join_same(fn, ctx, xasprintf("%s.bias", b->head), "decoder.bias", 1, &b->V);
-    } else if (b->fresh_cls)
-        hf_join_fresh_linear(fn, ctx, b->head, b->cls.K, b->D, b->std);
-    else
+    } else if (b->fresh_cls) {   /* (transformers' final_out std, hidden_size^-1/2) */
+        double std = 1 / sqrt((double)b->D);
+        hf_join_fresh(fn, ctx, xasprintf("%s.weight", b->head), 2, (int64_t[]){b->cls.K, b->D},
+                      HF_FRESH_TRUNC, std);
+        hf_join_fresh(fn, ctx, xasprintf("%s.bias", b->head), 1, &b->cls.K, HF_FRESH_NORMAL, 0);
+    } else
         mb_linear(fn, ctx, b->head, "classifier", b->cls.K, b->D, 1);
 }
 
@@ -158,12 +182,15 @@ static void mb_task(HfCfg *c, Mb *b, const char *task, const char *labels)
                   : mb_arch_is(c, mb_arch[MB_MLM]) && !labels ? MB_MLM : MB_SEQ;
     int same = mb_arch_is(c, mb_arch[b->task]);
     b->fresh_cls = b->task != MB_MLM && (!same || labels);
-    if (!same && !mb_arch_is(c, mb_arch[MB_MLM]) && !mb_arch_is(c, mb_arch[MB_SEQ]) &&
-        !mb_arch_is(c, mb_arch[MB_TOKEN]))
+    b->fresh_head = mb_arch_is(c, "ModernBertModel");
+    if (!same && !b->fresh_head && !mb_arch_is(c, mb_arch[MB_MLM]) &&
+        !mb_arch_is(c, mb_arch[MB_SEQ]) && !mb_arch_is(c, mb_arch[MB_TOKEN]))
         hf_cfg_error(c, "architectures", "trainc imports ModernBertForMaskedLM, "
-                     "ModernBertForSequenceClassification and ModernBertForTokenClassification "
-                     "(their prediction head, head.dense and head.norm, is read; a ModernBertModel "
-                     "has none)");
+                     "ModernBertForSequenceClassification and ModernBertForTokenClassification, "
+                     "and a ModernBertModel with --labels (its prediction head drawn anew)");
+    if (b->fresh_head && b->task == MB_MLM)
+        hf_cfg_error(c, "architectures", "ModernBertModel: no prediction head and decoder bias "
+                     "to read for a masked LM (import ModernBertForMaskedLM)");
     if (b->fresh_cls && !labels)
         hf_cfg_error(c, "architectures", "%s: no %s classifier; --labels names the classes (or "
                      "gives their count) of a new one", hf_cfg_get(c, "architectures")->child->valuestring,
@@ -411,9 +438,10 @@ int hf_modernbert_import(HfCfg *cfg, const char *dir, const char *out, const cha
     printf("trainc: import: %s (modernbert, %lld layers, one in %lld global, %d tensors, rows "
            "of %lld tokens, %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir,
            (long long)b.L, (long long)b.every, im.out.n, (long long)b.T, what[b.task],
-           b.fresh_cls ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
-                                   "(normal, std %g, seed %d), %d of the checkpoint's left out",
-                                   (long long)b.cls.K, im.n_fresh, b.std, HF_FRESH_SEED, left) : "",
+           b.fresh_cls ? xasprintf("; a new %sclassifier of %lld classes: %d tensors drawn "
+                                   "anew as transformers draws them (seed %d), %d of the "
+                                   "checkpoint's left out", b.fresh_head ? "prediction head and "
+                                   : "", (long long)b.cls.K, im.n_fresh, HF_FRESH_SEED, left) : "",
            out, out, out);
     return 0;
 }

@@ -31,8 +31,10 @@ its first_sequence) is a kind of its own here. `trainc data mlm` with a ModernBE
 transformers' ids, and the masked LM's loss on those rows is transformers'. A sequence
 classifier imported with --labels from the masked LM's folder keeps its
 encoder and prediction head (head.dense, head.norm) and draws the classifier anew.
-Refused with exit 1, naming the key: another pooling, rope_scaling, a ModernBertModel (no
-prediction head), --task qa.
+A ModernBertModel (an embedding model's kind) with --labels: its encoder read, the
+prediction head and classifier drawn as transformers draws them. Refused with exit 1,
+naming the key: another pooling, rope_scaling, --task mlm over a ModernBertModel, --task
+qa.
 """
 import json
 import os
@@ -198,6 +200,46 @@ def new_classifier():
           "and prediction-head tensors, the classifier of 2 classes drawn anew" % len(kept))
 
 
+def hf_name(ours):
+    """a bare ModernBertModel's name of trainc's encoder tensor OURS (docs/commands.md's
+    layout: layer 0's layers named with a 0, blocks.i transformers' layers.(i+1))"""
+    top = {"embed.weight": "embeddings.tok_embeddings.weight", "embed_norm": "embeddings.norm",
+           "final_norm": "final_norm"}
+    part = {"attn.qkv": "attn.Wqkv", "attn.proj": "attn.Wo", "attn_norm": "attn_norm",
+            "mlp_norm": "mlp_norm", "mlp_in": "mlp.Wi", "mlp_out": "mlp.Wo"}
+    stem, leaf = ours.rsplit(".", 1)
+    if ours in top or stem in top:
+        return top[ours] if ours in top else "%s.%s" % (top[stem], leaf)
+    if stem.startswith("blocks."):
+        _, i, name = stem.split(".", 2)
+        return "layers.%d.%s.%s" % (int(i) + 1, part[name], leaf)
+    return "layers.0.%s.%s" % (part[stem.replace("0", "")], leaf)
+
+
+def bare_model():
+    """a ModernBertModel (an embedding model's kind) imported with --labels: its encoder as
+    it is, the prediction head and the classifier drawn as transformers draws them (the
+    dense weight within 2 std of std initializer_range / sqrt(2 layers), the norm's weight
+    ones, the classifier's std hidden_size^-1/2, biases zero)"""
+    d = os.path.join(OUT, "bare")
+    L = 3
+    saved(ModernBertModel, ModernBertConfig(num_hidden_layers=L, norm_bias=True, **SMALL),
+          d + "/src", 0.1)
+    trainc("import", "hf", d + "/src", "-o", d + "/import", "--seq-len", T, "--labels", "3")
+    mine, theirs = load_file(d + "/import/init.safetensors"), load_file(d + "/src/model.safetensors")
+    enc = {k for k in mine if not k.startswith(("head_", "classifier."))}
+    same = len(enc) == len(theirs) and all(torch.equal(mine[k], theirs[hf_name(k)]) for k in enc)
+    dense, cls = mine["head_dense.weight"], mine["classifier.weight"]
+    sd, sc = 0.05 / (2 * L) ** 0.5, 32 ** -0.5   # (2-std truncation leaves 0.88 of the std)
+    check(same and torch.equal(mine["head_norm.weight"], torch.ones(32)) and
+          not mine["head_norm.bias"].any() and not mine["classifier.bias"].any() and
+          abs(float(dense.std()) / (0.88 * sd) - 1) < 0.1 and float(dense.abs().max()) <= 2 * sd
+          and abs(float(cls.std()) / (0.88 * sc) - 1) < 0.2 and float(cls.abs().max()) <= 2 * sc,
+          "a ModernBertModel with --labels 3: its %d encoder tensors read, the prediction "
+          "head and classifier drawn (dense std %.4f for %.4f, within 2 std; the norm ones; "
+          "classifier std %.3f for %.3f)" % (len(enc), float(dense.std()), sd, float(cls.std()), sc))
+
+
 def modernbert_tokenizer(path):
     """ModernBERT's kind of tokenizer.json, trained here over Debian's license texts:
     byte-level BPE (no prefix space), [CLS] A [SEP], its special tokens; transformers'
@@ -268,10 +310,9 @@ def bad_cases():
         shutil.copytree(src, d + "/" + key)
         json.dump(dict(cfg, **{key: value}), open(d + "/" + key + "/config.json", "w"))
         refused(key, ["import", "hf", d + "/" + key, "-o", d + "/o_" + key], text, d + "/o_" + key)
-    bare = d + "/bare"
-    saved(ModernBertModel, ModernBertConfig(num_hidden_layers=2, **SMALL), bare, 0.1)
-    refused("a ModernBertModel", ["import", "hf", bare, "-o", d + "/o_bare", "--labels", "2"],
-            "ModernBertModel has none", d + "/o_bare")
+    refused("--task mlm over a ModernBertModel",
+            ["import", "hf", os.path.join(OUT, "bare", "src"), "-o", d + "/o_bare", "--task",
+             "mlm"], "ModernBertModel: no prediction head", d + "/o_bare")
     refused("--task qa", ["import", "hf", src, "-o", d + "/o_qa", "--task", "qa"],
             "--task qa: a ModernBERT is imported as sequence", d + "/o_qa")
 
@@ -295,6 +336,7 @@ case("token", ModernBertForTokenClassification,
                       classifier_activation="gelu_pytorch_tanh", num_labels=4, **SMALL),
      "token", 4, rng)
 new_classifier()
+bare_model()
 tokenized()
 bad_cases()
 print("modernbert_hf: %s (transformers %s)" % ("FAILED" if failed else "ok",
