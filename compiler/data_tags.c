@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cmd.h"
 #include "hf.h"
 #include "../runtime/tokenizer.h"
@@ -205,10 +206,31 @@ static void rows_open(void *ctx, DataRows *o, const char *name)
     data_cls_rows(o, j->a->dir, j->cm, name, 2 - u, keys + u, (int64_t[]){j->cm->T, j->cm->T});
 }
 
+/* Is the tokenizer at TOK transformers' plain PreTrainedTokenizerFast (its
+ * tokenizer_config.json beside it says so, without add_prefix_space true: ModernBERT's)?
+ * That class encodes words as tokenizer.json's pre-tokenizer says, no space before them;
+ * GPT-2's and RoBERTa's classes ask for add_prefix_space=True with words. */
+static int plain_fast(const char *tok)
+{
+    const char *slash = strrchr(tok, '/');
+    char *cfg = slash ? xasprintf("%.*s/tokenizer_config.json", (int)(slash - tok), tok)
+                      : xstrdup("tokenizer_config.json");
+    char *text = access(cfg, R_OK) == 0 ? hf_slurp(cfg, NULL) : NULL;
+    free(cfg);
+    cJSON *c = text ? cJSON_Parse(text) : NULL;
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(c, "tokenizer_class");
+    int plain = cJSON_IsString(cls) && !strcmp(cls->valuestring, "PreTrainedTokenizerFast") &&
+                !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_prefix_space"));
+    cJSON_Delete(c);
+    free(text);
+    return plain;
+}
+
 /* The tokenizer, which must encode words apart */
 static rt_tokenizer *load_tokenizer(const TagArgs *a, const ClsModel *cm)
 {
     rt_tokenizer *t = data_cls_tokenizer("tags", a->tok, cm, 0);
+    rt_tok_words_bare(t, plain_fast(a->tok));
     rt_ids probe = {0};
     if (rt_tok_encode_word(t, "a", 1, &probe) != 0)
         error_input("data tags: %s: Digits before ByteLevel (StarCoder's pre-tokenizer): "

@@ -132,6 +132,7 @@ struct rt_tokenizer {
     int nl_barrier;              /* SentencePiece-style: a newline merges with nothing */
     int cont;                    /* the next part continues a text: no U+2581 at its start */
     int word_space;              /* byte-level: a word given apart (rt_tok_encode_word) */
+    int words_bare;              /* rt_tok_words_bare: no space before such a word */
     char *norm;                  /* scratch: a part with its spaces written U+2581; a word
                                   * with the space before it */
     size_t norm_cap;
@@ -1307,17 +1308,19 @@ void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
 
 int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out)
 {
-    if (t->digits && !t->wp)
+    if (t->digits && !t->wp && !t->words_bare)
         return -1;   /* (add_prefix_space would put a space before each of Digits' pieces) */
     /* GPT-2's pattern: the space GPT2TokenizerFast's and RobertaTokenizerFast's
      * add_prefix_space puts before the word; any other: the word as a text of its own (a
      * pre-tokenized word is normalized and split alone: Llama 3's, Qwen2's, SentencePiece
      * style's U+2581 before each) */
-    t->word_space = !t->wp && !t->ug && !t->sp && t->pat == PT_GPT2;
+    t->word_space = !t->words_bare && !t->wp && !t->ug && !t->sp && t->pat == PT_GPT2;
     rt_tok_encode_text(t, word, n, out);
     t->word_space = 0;
     return 0;
 }
+
+void rt_tok_words_bare(rt_tokenizer *t, int bare) { t->words_bare = bare; }
 
 int rt_tok_encode_offsets(rt_tokenizer *t, const char *text, size_t n, rt_ids *out, rt_ids *offs)
 {

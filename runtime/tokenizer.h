@@ -62,6 +62,10 @@ void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
  * of its own. Returns -1 (and encodes nothing) for Digits before ByteLevel (StarCoder's,
  * where add_prefix_space would put a space before each digit's piece). */
 int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out);
+/* Words without the space before them whatever the pattern (BARE 1): transformers' plain
+ * PreTrainedTokenizerFast (ModernBERT's) encodes pre-tokenized words as tokenizer.json's
+ * ByteLevel says, add_prefix_space false; 0 (the default): as rt_tok_encode_word says. */
+void rt_tok_words_bare(rt_tokenizer *t, int bare);
 
 /* Appends the ids of a whole text (as rt_tok_encode_text) and, for each, two values to
  * offs: the first byte of the text it stands for and one past its last, as tokenizers'

@@ -28,7 +28,9 @@ and the global layers all bite. For each kind:
 
 The mean-pooling classifier (classifier_pooling "mean": token_mean over the text's tokens,
 its first_sequence) is a kind of its own here. `trainc data mlm` with a ModernBERT-style tokenizer (byte-level BPE, [CLS] A [SEP]) makes
-transformers' ids, and the masked LM's loss on those rows is transformers'. A sequence
+transformers' ids, and the masked LM's loss on those rows is transformers'; `trainc data
+tags` with it (a PreTrainedTokenizerFast: no space before words) makes transformers' ids
+and tags. A sequence
 classifier imported with --labels from the masked LM's folder keeps its
 encoder and prediction head (head.dense, head.norm) and draws the classifier anew.
 A ModernBertModel (an embedding model's kind) with --labels: its encoder read, the
@@ -258,8 +260,10 @@ def modernbert_tokenizer(path):
         single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:0 [SEP]:0",
         special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     tok.save(path)
-    return PreTrainedTokenizerFast(tokenizer_file=path, pad_token="[PAD]", mask_token="[MASK]",
-                                   cls_token="[CLS]", sep_token="[SEP]", unk_token="[UNK]")
+    hf = PreTrainedTokenizerFast(tokenizer_file=path, pad_token="[PAD]", mask_token="[MASK]",
+                                 cls_token="[CLS]", sep_token="[SEP]", unk_token="[UNK]")
+    hf.save_pretrained(os.path.dirname(path))   # (tokenizer_config.json: its class)
+    return hf
 
 
 def tokenized():
@@ -298,6 +302,35 @@ def tokenized():
                          labels=torch.from_numpy(y).long()).loss)
     check(rel(ours, theirs) <= 1e-5, "and the imported masked LM's --eval on them %.7f, "
           "transformers' %.7f (%.1e)" % (ours, theirs, rel(ours, theirs)))
+    tagged(d, hf, lines)
+
+
+def tagged(d, hf, lines):
+    """`trainc data tags` with that tokenizer: transformers' PreTrainedTokenizerFast (its
+    class in tokenizer_config.json) encodes words with no space before them, as its
+    tokenizer.json's ByteLevel says; the rows are its ids, each word's tag on its first
+    piece"""
+    trainc("import", "hf", os.path.join(d, "src"), "-o", d + "/tagger", "--seq-len", T,
+           "--task", "token", "--labels", "3")
+    words = [l.split()[:12] for l in lines[:40]]
+    tags = [[(len(w) + i) % 3 for i, w in enumerate(ws)] for ws in words]
+    with open(d + "/tags.jsonl", "w") as f:
+        for ws, ts in zip(words, tags):
+            f.write(json.dumps({"tokens": ws, "ner_tags": ts}) + "\n")
+    trainc("data", "tags", d + "/tags.jsonl", d + "/tags", "--tokenizer", d + "/tokenizer.json",
+           "--model", d + "/tagger/model.json", "--val-frac", 0)
+    enc = hf(words, is_split_into_words=True, truncation=True, max_length=T, padding="max_length")
+    want = np.full((len(words), T), -100)
+    for r in range(len(words)):
+        ids, prev = enc.word_ids(r), None
+        for t, w in enumerate(ids):
+            if w is not None and w != prev:
+                want[r, t] = tags[r][w]
+            prev = w
+    x, y = np.load(d + "/tags/train_x.npy"), np.load(d + "/tags/train_y.npy")
+    check(np.array_equal(x, enc["input_ids"]) and np.array_equal(y, want),
+          "data tags with a PreTrainedTokenizerFast (ModernBERT's class): transformers' ids of "
+          "the words (no space before them), each word's tag on its first piece")
 
 
 def bad_cases():
