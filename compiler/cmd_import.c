@@ -2195,8 +2195,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
     int clip = !strcmp(type, "clip") || !strcmp(type, "siglip");
     int image = vit || dinov2 || clip || !strcmp(type, "resnet") || convnext;
     int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert") ||
-               !strcmp(type, "xlm-roberta") || !strcmp(type, "camembert") || !strcmp(type, "electra") ||
-               !strcmp(type, "modernbert");
+               !strcmp(type, "xlm-roberta") || !strcmp(type, "camembert") ||
+               !strcmp(type, "electra") || !strcmp(type, "modernbert");
     if (image && (o->T || o->adapter))
         error_input("import: %s with %s (an image model: no sequence, no adapters)",
                     o->T ? "--seq-len" : "--adapter", type);
@@ -2212,8 +2212,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
     if (o->task && !text && (image || (strcmp(o->task, "reward") && strcmp(o->task, "token") &&
                                        pref_task(o->task) < 0)))
         error_input("import: --task %s: --task is a text classifier's (bert, roberta, "
-                    "xlm-roberta, camembert, distilbert, electra: sequence, token, mlm or qa; modernbert: "
-                    "sequence, token or mlm) or a language "
+                    "xlm-roberta, camembert, distilbert, electra: sequence, token, mlm or qa; "
+                    "modernbert: sequence, token or mlm) or a language "
                     "model's (token, reward, dpo, simpo, orpo, kto, cpo); this is %s", o->task,
                     type);
     const char *name = name_of(o->out, type);

@@ -33,7 +33,7 @@ typedef struct Mb {
     HfImage cls;               /* the classes (K, their names) */
     int64_t V, D, L, H, FF, T;
     int64_t every;             /* global_attn_every_n_layers */
-    int64_t W;                 /* the local layers' window (SPEC's), 0 where every layer is global */
+    int64_t W;                 /* the local layers' window (SPEC's); 0: every layer global */
     double eps, theta_global, theta_local, std;
     int norm_bias, attn_bias, mlp_bias, head_bias, decoder_bias;
     int act;                   /* the MLP's glu: RT_GLU_GELU or RT_GLU_GELU_TANH */
@@ -138,7 +138,8 @@ static void mb_walk(const Mb *b, hf_join_fn fn, void *ctx)
 static void mb_names(Mb *b)
 {
     b->embed = "embed", b->embed_norm = "embed_norm", b->block = "blocks.%lld.";
-    b->attn0 = "attn0", b->mlp_norm0 = "mlp_norm0", b->mlp_in0 = "mlp_in0", b->mlp_out0 = "mlp_out0";
+    b->attn0 = "attn0", b->mlp_norm0 = "mlp_norm0", b->mlp_in0 = "mlp_in0";
+    b->mlp_out0 = "mlp_out0";
     b->attn_norm = "attn_norm", b->attn = "attn", b->mlp_norm = "mlp_norm", b->mlp_in = "mlp_in";
     b->mlp_out = "mlp_out", b->final_norm = "final_norm", b->head_dense = "head_dense";
     b->head_norm = "head_norm", b->head = b->task == MB_MLM ? "decoder" : "classifier";
@@ -193,8 +194,8 @@ static void mb_task(HfCfg *c, Mb *b, const char *task, const char *labels)
                      "to read for a masked LM (import ModernBertForMaskedLM)");
     if (b->fresh_cls && !labels)
         hf_cfg_error(c, "architectures", "%s: no %s classifier; --labels names the classes (or "
-                     "gives their count) of a new one", hf_cfg_get(c, "architectures")->child->valuestring,
-                     mb_task_names[b->task]);
+                     "gives their count) of a new one",
+                     hf_cfg_get(c, "architectures")->child->valuestring, mb_task_names[b->task]);
 }
 
 /* The activations: the MLP's (hidden_activation) and the head's (classifier_activation),
@@ -391,7 +392,8 @@ static cJSON *mb_spec(const Mb *b, const char *name)
     cJSON_AddStringToObject(e, "input", "x");
     mb_layernorm(ls, b, b->embed_norm);
     /* layer 0: global, no norm before its attention */
-    mb_attention_spec(cJSON_AddArrayToObject(hf_layer(ls, "residual", NULL), "body"), b, b->attn0, 1);
+    cJSON *r0 = cJSON_AddArrayToObject(hf_layer(ls, "residual", NULL), "body");
+    mb_attention_spec(r0, b, b->attn0, 1);
     mb_mlp_spec(ls, b, b->mlp_norm0, b->mlp_in0, b->mlp_out0);
     if (b->L > 1) {
         cJSON *body = cJSON_AddArrayToObject(mb_layer_n(ls, "repeat", "blocks", "count",
@@ -639,8 +641,9 @@ static cJSON *mb_hf_config(const Mb *b)
     cJSON_AddNumberToObject(c, "intermediate_size", (double)b->FF);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)b->L);
     cJSON_AddNumberToObject(c, "num_attention_heads", (double)b->H);
-    cJSON_AddStringToObject(c, "hidden_activation", b->act == RT_GLU_GELU ? "gelu" : "gelu_pytorch_tanh");
-    cJSON_AddStringToObject(c, "classifier_activation", b->head_tanh ? "gelu_pytorch_tanh" : "gelu");
+    const char *tanh = "gelu_pytorch_tanh";
+    cJSON_AddStringToObject(c, "hidden_activation", b->act == RT_GLU_GELU ? "gelu" : tanh);
+    cJSON_AddStringToObject(c, "classifier_activation", b->head_tanh ? tanh : "gelu");
     cJSON_AddNumberToObject(c, "global_attn_every_n_layers", (double)b->every);
     cJSON_AddNumberToObject(c, "local_attention", (double)(b->W ? 2 * (b->W - 1) : 128));
     cJSON_AddItemToObject(c, "global_rope_theta", hf_float(b->theta_global));

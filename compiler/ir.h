@@ -455,8 +455,8 @@ static inline int64_t ix_period(Index x) { return x.kind == IX_MOD ? x.a : 0; }
 static inline int64_t ix_run(Index x, int *run_const)
 {
     *run_const = x.kind == IX_DIV_MOD || x.kind == IX_DIV;
-    return x.kind == IX_DIV_MOD || x.kind == IX_DIV || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ||
-                   x.kind == IX_SPREAD || x.kind == IX_PAD_IN || (x.kind == IX_SLICE && x.c >= 0)
+    return x.kind == IX_DIV_MOD || x.kind == IX_DIV || x.kind == IX_FROM_GEMM ||
+                   x.kind == IX_TO_GEMM || x.kind == IX_SPREAD || x.kind == IX_PAD_IN || (x.kind == IX_SLICE && x.c >= 0)
                ? x.a
                : 0;
 }

@@ -33,7 +33,8 @@ static void build_token_mean(GraphCtx *c, const LayerArgs *a)
     int64_t d = x->shape[1];
     Tensor *y = act_tensor(c, l->path, layer_ident("token_mean", a->pfx), 1, &d);
     y->origin = a->at;
-    y->what = l->first_seq ? "the mean over the first sequence's tokens" : "the mean over the tokens";
+    y->what = l->first_seq ? "the mean over the first sequence's tokens"
+                           : "the mean over the tokens";
     Node *nd = layer_node(c, a, N_TOKEN_MEAN, x, y);
     nd->conv[0] = l->skip;
     if (l->first_seq) {   /* (the positions: the node's in[1]) */
@@ -49,7 +50,7 @@ static Tensor *lower_rows_sum(Program *p, Node *nd, Tensor *xt, int64_t d, int64
                               const char *name, const char *op)
 {
     Tensor *s = lower_temp(p->g, xasprintf("%s_sum", name), d, nd->origin,
-                           "the sum over the tokens [B, d]");
+                           "each row's sum over the tokens [B, rows]");
     s->keep32 = 1;   /* the row sums are written as floats (as a bias gradient's) */
     instr_ew(p, nd, xasprintf("%s: the sums start at 0", op), s, EW_OTHER, x_const(0), NULL, 0);
     Instr *r = instr_add(p, I_CALL, nd->origin, 0);
