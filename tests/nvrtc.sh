@@ -22,7 +22,8 @@ cc -std=gnu11 -O1 -I"$CUDA/include" tests/nvrtc_check.c -L"$CUDA/lib64" -Wl,-rpa
 # padded on the left and read at their last token; dpo over pairs of texts, a vocabulary
 # past 8192 whose rows are padded; a question answerer's span over padded rows; a
 # ConvNeXt's untokens and layer_scale; ConvNeXt V2's grn; DINOv2's cls_mean, SwiGLU and
-# registers; CLIP's quick_gelu and token_mean over the patch tokens)
+# registers; CLIP's quick_gelu and token_mean over the patch tokens; ModernBERT's windows
+# on both sides and token_mean over each row's text)
 for spec in specs/*.json tests/nvrtc_specs/*.json; do
     name=$(basename "$spec" .json)
     for prec in fp32 bf16-mixed fp16-mixed; do

@@ -110,9 +110,10 @@ cp build/sft_ignore/*.npy "$P/data/sft/"
 # a causal mask over the model's positions, each row's padding a sequence of its own),
 # fp32 and bf16-mixed, its .npy data in data/bert (1024 rows of random text lengths); and
 # the same encoder as a question answerer (bert_qa.json: span, the padding's logits at
-# -1e30), y_qa.npy two places inside each row's text
+# -1e30), y_qa.npy two places inside each row's text; and a ModernBERT's (modernbert_pad.json:
+# windows on both sides, mean pooling over the text) on the same x, pos and y
 for p in fp32 bf16-mixed; do
-    for m in bert_pad bert_qa; do
+    for m in bert_pad bert_qa modernbert_pad; do
         "$TRAINC" build tests/nvrtc_specs/$m.json --device both --arch "$ARCH" --set precision=$p \
             --bundle "$P/ship" -o $m$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"
     done

@@ -17,7 +17,7 @@
 # (< 1e-3), 30 trained by optimizer muon (fp32 < 1e-3, and bf16-mixed), and 30 with its
 # embeddings and first block frozen; a tiny Llama whose MLPs
 # are moe layers (moe.cuh, the load-balancing loss, a gated shared expert) 100 steps GPU
-# vs CPU (< 1e-3); bert_pad, llama_cls and vit_fashion 100 steps GPU vs CPU (< 1e-3); the
+# vs CPU (< 1e-3); bert_pad, modernbert_pad, llama_cls and vit_fashion 100 steps GPU vs CPU (< 1e-3); the
 # preference losses over pairs of texts (llama_dpo, llama_orpo, llama_kto) 100 steps GPU vs
 # CPU (< 1e-3; llama_dpo in bf16-mixed too); mixed precision: check_ops --bf16
 # and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char, the moe Llama and
@@ -256,6 +256,17 @@ PY
     r=$(curve "$D/qa.gpu" "$D/qa.cpu" 1e-3) && note "ok   bert_qa (span over padded rows) GPU vs CPU fp32: $r" || { note "FAIL bert_qa GPU vs CPU: $r"; fail=1; }
     "$S/bert_qa_bf16" --device cuda --out "$D/qa.bf16" "${QX[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/qa.bf16" "$D/qa.cpu" 1 1) && note "ok   bert_qa bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL bert_qa bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # a ModernBERT's padded rows: windows on both sides (17 each way) among global layers,
+    # rope, heads 64 wide (sm_90a's and the tensor cores' kernels in bf16), the mean over
+    # each row's text (token_mean's first_sequence), 100 steps of 32
+    MX=(--set "data.train.x=$D/data/bert/x.npy" --set "data.train.pos=$D/data/bert/pos.npy"
+        --set "data.train.y=$D/data/bert/y.npy" --set max_steps=100 --set batch_size=32
+        --set log_every=1 --set loader.shuffle=false --quiet)
+    "$S/modernbert_pad" --device cpu --out "$D/mb.cpu" "${MX[@]}" 2>>"$OUT/runs.log"
+    "$S/modernbert_pad" --device cuda --out "$D/mb.gpu" "${MX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/mb.gpu" "$D/mb.cpu" 1e-3) && note "ok   modernbert_pad (windows both ways, mean pooling) GPU vs CPU fp32: $r" || { note "FAIL modernbert_pad GPU vs CPU: $r"; fail=1; }
+    "$S/modernbert_pad_bf16" --device cuda --out "$D/mb.bf16" "${MX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/mb.bf16" "$D/mb.cpu" 1 1) && note "ok   modernbert_pad bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL modernbert_pad bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
     # a decoder's sequence classifier: rows padded on the left, GQA and rope over the
     # model's positions, last_token, 100 steps of 32
     CX=(--set "data.train.x=$D/data/cls/x.npy" --set "data.train.pos=$D/data/cls/pos.npy"
