@@ -22,6 +22,8 @@ and the global layers all bite. For each kind:
   within 1e-4 of torch's AdamW on transformers' model;
 - trained 5 steps and exported, transformers' from_pretrained computes trainc's --eval
   loss within 1e-5;
+- the sequence classifier's LoRA run (adapters where train.lora's defaults put them, the
+  head trained whole) exported merged: from_pretrained's loss is trainc's within 1e-5;
 - the masked LM and the mean-pooling classifier on the fake GPU (the windowed kernels
   without the causal mask over padded rows; the mean over the text's tokens) against the
   CPU: 8 steps within 1e-5.
@@ -180,10 +182,35 @@ def case(name, cls, cfg, task, K, rng, fake_gpu=False):
     check(rel(ours, theirs) <= 1e-5 and back.config.architectures == [cls.__name__],
           "%s: trained, exported as %s, from_pretrained's loss %.7f, trainc --eval %.7f (%.1e)"
           % (name, back.config.architectures, theirs, ours, rel(ours, theirs)))
+    if name == "seq":
+        lora(name, cls, imp, d, x, lens, y)
     if fake_gpu:
         os.makedirs(d + "/gpu")
         fake_gpu_vs_cpu("%s (windows both ways over padded rows)" % name, imp, d + "/gpu",
                         bf16=False)
+
+
+def lora(name, cls, imp, d, x, lens, y):
+    """5 steps of LoRA (rank 4, alpha 8, the head and classifier trained whole, PEFT's
+    modules_to_save), exported with the adapters merged: from_pretrained's loss is
+    trainc's --eval of the adapted weights"""
+    t = json.load(open(imp + "/train5.json"))
+    t["train"]["lora"] = {"rank": 4, "alpha": 8, "train": ["head_*", "classifier.*"]}
+    t["train"]["optimizer"]["lr"] = 1e-2
+    json.dump(t, open(imp + "/lora5.json", "w"))
+    spec = imp + "/model.json"
+    trainc("run", spec, imp + "/lora5.json", "--init", imp + "/init.safetensors", "--threads", 1,
+           "--quiet", "--out", d + "/lora5")
+    w = d + "/lora5/model.safetensors"
+    n_ad = sum(k.endswith(".lora_A.weight") for k in load_file(w))
+    trainc("export", "hf", spec, imp + "/lora5.json", "--weights", w, "-o", d + "/hf_lora")
+    ours = eval_loss(spec, imp + "/lora5.json", w, d + "/eval_lora")
+    theirs = val_loss(cls.from_pretrained(d + "/hf_lora"), x, lens, y)
+    before = eval_loss(spec, imp + "/lora5.json", imp + "/init.safetensors", d + "/eval_lora0")
+    check(n_ad > 0 and rel(ours, theirs) <= 1e-5 and rel(ours, before) > 1e-3,
+          "%s: LoRA (%d adapters) trained 5 steps (loss %.5f -> %.5f), exported merged: "
+          "from_pretrained's loss %.7f (%.1e)" % (name, n_ad, before, ours, theirs,
+                                                  rel(ours, theirs)))
 
 
 def new_classifier():
