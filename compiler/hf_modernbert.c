@@ -154,7 +154,9 @@ static const char *const mb_ignored[] = {
     "attention_dropout", "embedding_dropout", "mlp_dropout", "classifier_dropout",
     "cls_token_id", "sep_token_id", "deterministic_flash_attn", "reference_compile",
     "repad_logits_with_grad", "initializer_cutoff_factor", "sparse_prediction",
-    "sparse_pred_ignore_index", "_attn_implementation_autoset", NULL};
+    "sparse_pred_ignore_index", "_attn_implementation_autoset",
+    /* (keys the published configs carry that transformers' ModernBERT never reads) */
+    "layer_norm_eps", "position_embedding_type", NULL};
 
 /* Does config.json name ARCH (and no other)? */
 static int mb_arch_is(HfCfg *c, const char *arch)
@@ -219,11 +221,53 @@ static void mb_layers(HfCfg *c, Mb *b)
         hf_cfg_error(c, "local_attention", "%lld: 0 or more", (long long)la);
     b->W = b->every > 1 ? la / 2 + 1 : 0;
     b->theta_global = hf_cfg_num(c, "global_rope_theta", 160000);
-    const cJSON *lt = hf_cfg_get(c, "local_rope_theta");
-    b->theta_local = lt ? hf_cfg_num(c, "local_rope_theta", 10000) : b->theta_global;
+    /* (left out: ModernBertConfig's 10000; null: the global theta, as transformers reads it) */
+    int null_local = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c->root, "local_rope_theta"));
+    b->theta_local = null_local ? b->theta_global : hf_cfg_num(c, "local_rope_theta", 10000);
+    hf_cfg_get(c, "local_rope_theta");
     if (!(b->theta_global > 0) || !(b->theta_local > 0))
         hf_cfg_error(c, b->theta_global > 0 ? "local_rope_theta" : "global_rope_theta",
                      "a theta above 0");
+}
+
+/* transformers 5's rope_parameters: {"full_attention": {"rope_type": "default",
+ * "rope_theta": T}, "sliding_attention": {...}}, the global and local thetas */
+static void mb_rope_parameters(HfCfg *c, Mb *b)
+{
+    const cJSON *rp = hf_cfg_get(c, "rope_parameters");
+    static const char *const kinds[2] = {"full_attention", "sliding_attention"};
+    for (int k = 0; rp && k < 2; k++) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(rp, kinds[k]);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "rope_type");
+        const cJSON *th = cJSON_GetObjectItemCaseSensitive(e, "rope_theta");
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "default") || !cJSON_IsNumber(th) ||
+            !(th->valuedouble > 0) || cJSON_GetArraySize(e) != 2)
+            hf_cfg_error(c, "rope_parameters", "%s: {\"rope_type\": \"default\", \"rope_theta\": "
+                         "T > 0} expected (trainc's ModernBERT rope is unscaled)", kinds[k]);
+        *(k ? &b->theta_local : &b->theta_global) = th->valuedouble;
+    }
+}
+
+/* transformers 5's layer_types, where given: layer i "full_attention" where i is a
+ * multiple of global_attn_every_n_layers, else "sliding_attention" (the pattern trainc's
+ * layout holds), or exit 1 naming the layer */
+static void mb_layer_types(HfCfg *c, const Mb *b)
+{
+    const cJSON *lt = hf_cfg_get(c, "layer_types"), *e;
+    if (!lt)
+        return;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != b->L)
+        hf_cfg_error(c, "layer_types", "a list of num_hidden_layers (%lld) entries expected",
+                     (long long)b->L);
+    int64_t i = 0;
+    cJSON_ArrayForEach(e, lt) {
+        const char *want = i % b->every == 0 ? "full_attention" : "sliding_attention";
+        if (!cJSON_IsString(e) || strcmp(e->valuestring, want))
+            hf_cfg_error(c, "layer_types", "entry %lld: \"%s\" expected (one layer in %lld "
+                         "global from layer 0, global_attn_every_n_layers)", (long long)i, want,
+                         (long long)b->every);
+        i++;
+    }
 }
 
 /* config.json's sizes and switches; T the sequence (0: 128, at most the positions) */
@@ -246,6 +290,8 @@ static void mb_config(HfCfg *c, Mb *b, int64_t T)
     b->std = hf_cfg_num(c, "initializer_range", 0.02);
     mb_acts(c, b);
     mb_layers(c, b);
+    mb_rope_parameters(c, b);
+    mb_layer_types(c, b);
     if (b->H < 1 || b->D % b->H)
         hf_cfg_error(c, "num_attention_heads", "%lld does not divide hidden_size %lld",
                      (long long)b->H, (long long)b->D);

@@ -360,6 +360,39 @@ def tagged(d, hf, lines):
           "the words (no space before them), each word's tag on its first piece")
 
 
+def config_forms():
+    """the same model from transformers 5's keys (rope_parameters by layer type, layer_types)
+    imports as from 4.48's; local_rope_theta left out is ModernBertConfig's 10000, null the
+    global theta; layer_types off the pattern is refused"""
+    src = os.path.join(OUT, "mlm", "src")
+    cfg = json.load(open(src + "/config.json"))
+    base = json.load(open(os.path.join(OUT, "mlm", "import", "model.json")))["model"]["layers"]
+    d = os.path.join(OUT, "forms")
+    new = {k: v for k, v in cfg.items() if k not in ("global_rope_theta", "local_rope_theta")}
+    new["rope_parameters"] = {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    new["layer_types"] = ["full_attention" if i % 3 == 0 else "sliding_attention"
+                          for i in range(4)]
+    forms = {"v5": new, "no_local": {k: v for k, v in cfg.items() if k != "local_rope_theta"},
+             "null_local": dict(cfg, local_rope_theta=None)}
+    got = {}
+    for name, c in forms.items():
+        shutil.copytree(src, d + "/" + name)
+        json.dump(c, open(d + "/%s/config.json" % name, "w"))
+        trainc("import", "hf", d + "/" + name, "-o", d + "/%s_import" % name, "--seq-len", T)
+        got[name] = json.load(open(d + "/%s_import/model.json" % name))["model"]["layers"]
+    local = lambda ls: ls[4]["body"][0]["body"][1]["rope"]["theta"]
+    check(got["v5"] == base and got["no_local"] == base and local(got["null_local"]) == 160000,
+          "transformers 5's rope_parameters and layer_types import as 4.48's keys do; "
+          "local_rope_theta left out is 10000, null the global theta")
+    shutil.copytree(src, d + "/bad_types")
+    json.dump(dict(new, layer_types=["sliding_attention"] + new["layer_types"][1:]),
+              open(d + "/bad_types/config.json", "w"))
+    refused("layer_types off ModernBERT's pattern", ["import", "hf", d + "/bad_types", "-o",
+                                                     d + "/o_bad"],
+            "$.layer_types: entry 0: \"full_attention\" expected", d + "/o_bad")
+
+
 def bad_cases():
     d = os.path.join(OUT, "bad")
     src = os.path.join(OUT, "seq", "src")
@@ -381,7 +414,8 @@ shutil.rmtree(OUT, ignore_errors=True)
 os.makedirs(OUT)
 rng = np.random.default_rng(5)
 case("mlm", ModernBertForMaskedLM,
-     ModernBertConfig(num_hidden_layers=4, local_attention=8, **SMALL), "mlm", V, rng,
+     ModernBertConfig(num_hidden_layers=4, local_attention=8, layer_norm_eps=1e-5,
+                      position_embedding_type="absolute", **SMALL), "mlm", V, rng,
      fake_gpu=True)
 case("seq", ModernBertForSequenceClassification,
      ModernBertConfig(num_hidden_layers=3, global_attn_every_n_layers=2, local_attention=6,
@@ -396,6 +430,7 @@ case("token", ModernBertForTokenClassification,
                       classifier_activation="gelu_pytorch_tanh", num_labels=4, **SMALL),
      "token", 4, rng)
 new_classifier()
+config_forms()
 bare_model()
 tokenized()
 bad_cases()
