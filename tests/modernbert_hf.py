@@ -9,7 +9,8 @@ decorator that returns the function; a LayerNorm whose bias is None, which
 F.layer_norm takes as no bias).
 
 Random-weight models made here with save_pretrained, tiny (d 32, heads 8 wide), fp32,
-CPU, one thread, every tensor moved off transformers' init; rows of 32 tokens padded at
+CPU, one thread, every tensor moved off transformers' init (a second masked LM without the
+decoder's bias, its norms with theirs); rows of 32 tokens padded at
 the end, the local layers' window 4 or 5 positions each way, so that windows, the padding
 and the global layers all bite. For each kind:
 
@@ -417,6 +418,9 @@ case("mlm", ModernBertForMaskedLM,
      ModernBertConfig(num_hidden_layers=4, local_attention=8, layer_norm_eps=1e-5,
                       position_embedding_type="absolute", **SMALL), "mlm", V, rng,
      fake_gpu=True)
+case("mlm_decoder_nobias", ModernBertForMaskedLM,
+     ModernBertConfig(num_hidden_layers=2, local_attention=6, decoder_bias=False, norm_bias=True,
+                      classifier_activation="gelu_pytorch_tanh", **SMALL), "mlm", V, rng)
 case("seq", ModernBertForSequenceClassification,
      ModernBertConfig(num_hidden_layers=3, global_attn_every_n_layers=2, local_attention=6,
                       norm_bias=True, attention_bias=True, mlp_bias=True, classifier_bias=True,
