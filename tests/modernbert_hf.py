@@ -11,7 +11,7 @@ F.layer_norm takes as no bias).
 Random-weight models made here with save_pretrained, tiny (d 32, heads 8 wide), fp32,
 CPU, one thread, every tensor moved off transformers' init (a second masked LM without the
 decoder's bias, its norms with theirs); rows of 32 tokens padded at
-the end, the local layers' window 3 to 5 positions each way, so that windows, the padding
+the end, the local layers' windows 2 to 4 positions each way, so that windows, the padding
 and the global layers all bite. For each kind:
 
 - imported: layer 0 global and without the norm before its attention, the others in a
