@@ -253,6 +253,11 @@ void hf_join_rows(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int6
 void hf_join_linear(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t out,
                     int64_t in);
 void hf_join_layernorm(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t D);
+/* the same with the bias only where BIAS (ModernBERT's switches: mlp_bias, norm_bias) */
+void hf_join_linear_bias(hf_join_fn fn, void *ctx, const char *ours, const char *theirs,
+                         int64_t out, int64_t in, int bias);
+void hf_join_layernorm_bias(hf_join_fn fn, void *ctx, const char *ours, const char *theirs,
+                            int64_t D, int bias);
 /* import: a join planned against DIR's tensors (exit 1 naming one missing or of another
  * shape), then trainc's written in the order planned */
 typedef struct HfJoinImport {
@@ -296,6 +301,11 @@ void hf_join_plan_export(void *ctx, const HfJoin *j);
  * of no weight exported): none left behind */
 void hf_join_export_adapters(HfJoinExport *e);
 void hf_join_write_export(const HfJoinExport *e, const char *path);
+/* A text model's export folder OUT: E's tensors as model.safetensors, CONFIG (model_type
+ * TYPE) as config.json, TOK (or NULL) copied as tokenizer.json; the line that says so
+ * (WEIGHTS: what was read) */
+void hf_join_text_export(const HfJoinExport *e, cJSON *config, const char *type,
+                         const char *weights, const char *tok, const char *out);
 /* export: transformers' tensor THEIRS (RANK, SHAPE) written as VALUE everywhere, one
  * trainc has no place for (DINOv2's mask_token, zeros; CLIP's post_layernorm, which its
  * classifier does not read: ones and zeros) */
@@ -563,6 +573,8 @@ cJSON *hf_float(double x);
 char *hf_json_text(const cJSON *v);
 /* A layer {"op": OP, "name": NAME (NULL: none)} appended to the spec's list; returned */
 cJSON *hf_layer(cJSON *list, const char *op, const char *name);
+/* The same with one number KEY */
+cJSON *hf_layer_n(cJSON *list, const char *op, const char *name, const char *key, double v);
 /* A layer's name as SPEC section 2 makes it: PREFIX then its name or its index IDX */
 char *hf_layer_name(const Layer *l, int idx, const char *prefix);
 /* Writes text to PATH atomically (PATH.tmp, renamed); exits as cannot_write does. */

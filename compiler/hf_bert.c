@@ -413,14 +413,6 @@ static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels, const 
                      "model computes what trainc would", b->f->type);
 }
 
-/* a layer NAME of OP in list LS with one number KEY */
-static cJSON *layer_n(cJSON *ls, const char *op, const char *name, const char *key, double v)
-{
-    cJSON *l = hf_layer(ls, op, name);
-    cJSON_AddNumberToObject(l, key, v);
-    return l;
-}
-
 /* An integer input [T] (with its classes where K > 0) */
 static void seq_input(cJSON *in, const char *name, int64_t T)
 {
@@ -456,27 +448,27 @@ static void bert_inputs(cJSON *m, const Bert *b)
 static void bert_block_spec(cJSON *body, const Bert *b)
 {
     cJSON *r = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
-    cJSON *att = layer_n(r, "attention", b->attn, "heads", (double)b->H);
+    cJSON *att = hf_layer_n(r, "attention", b->attn, "heads", (double)b->H);
     cJSON_AddFalseToObject(att, "causal");
-    layer_n(body, "layernorm", b->norm1, "eps", b->eps);
+    hf_layer_n(body, "layernorm", b->norm1, "eps", b->eps);
     cJSON *mlp = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
-    layer_n(mlp, "linear", b->fc1, "out", (double)b->FF);
+    hf_layer_n(mlp, "linear", b->fc1, "out", (double)b->FF);
     cJSON *g = hf_layer(mlp, "gelu", NULL);
     if (b->gelu_tanh)
         cJSON_AddStringToObject(g, "approximate", "tanh");
-    layer_n(mlp, "linear", b->fc2, "out", (double)b->D);
-    layer_n(body, "layernorm", b->norm2, "eps", b->eps);
+    hf_layer_n(mlp, "linear", b->fc2, "out", (double)b->D);
+    hf_layer_n(body, "layernorm", b->norm2, "eps", b->eps);
 }
 
 /* The masked LM's head: linear, gelu, layernorm, then the
  * word embedding's weight with a bias of its own */
 static void mlm_head_spec(cJSON *ls, const Bert *b)
 {
-    layer_n(ls, "linear", b->mlm_dense, "out", (double)b->E);
+    hf_layer_n(ls, "linear", b->mlm_dense, "out", (double)b->E);
     cJSON *g = hf_layer(ls, "gelu", NULL);
     if (b->mlm_tanh)
         cJSON_AddStringToObject(g, "approximate", "tanh");
-    layer_n(ls, "layernorm", b->mlm_norm, "eps", b->eps);
+    hf_layer_n(ls, "layernorm", b->mlm_norm, "eps", b->eps);
     cJSON *h = hf_layer(ls, "linear", b->head);
     cJSON_AddStringToObject(h, "tie", b->embed);
 }
@@ -489,30 +481,30 @@ static cJSON *bert_spec(const Bert *b, const char *name)
     cJSON_AddStringToObject(m, "name", name);
     bert_inputs(m, b);
     cJSON *ls = cJSON_AddArrayToObject(m, "layers");
-    cJSON *e = layer_n(ls, "embedding", b->embed, "vocab", (double)b->V);
+    cJSON *e = hf_layer_n(ls, "embedding", b->embed, "vocab", (double)b->V);
     cJSON_AddNumberToObject(e, "dim", (double)b->E);
     cJSON_AddStringToObject(e, "input", "x");
     if (b->TV) {   /* the token types' rows added */
         cJSON *tb = cJSON_AddArrayToObject(hf_layer(ls, "residual", NULL), "body");
-        cJSON *t = layer_n(tb, "embedding", b->types, "vocab", (double)b->TV);
+        cJSON *t = hf_layer_n(tb, "embedding", b->types, "vocab", (double)b->TV);
         cJSON_AddNumberToObject(t, "dim", (double)b->E);
         cJSON_AddStringToObject(t, "input", "types");
     }
-    layer_n(ls, "pos_embedding", b->pos, "max_len", (double)b->P);
-    layer_n(ls, "layernorm", b->embed_norm, "eps", b->eps);
+    hf_layer_n(ls, "pos_embedding", b->pos, "max_len", (double)b->P);
+    hf_layer_n(ls, "layernorm", b->embed_norm, "eps", b->eps);
     if (b->E != b->D)   /* (ELECTRA's embeddings_project) */
-        layer_n(ls, "linear", b->project, "out", (double)b->D);
-    cJSON *rep = layer_n(ls, "repeat", "blocks", "count", (double)b->L);
+        hf_layer_n(ls, "linear", b->project, "out", (double)b->D);
+    cJSON *rep = hf_layer_n(ls, "repeat", "blocks", "count", (double)b->L);
     bert_block_spec(cJSON_AddArrayToObject(rep, "body"), b);
     if (b->task == TASK_SEQ) {
         hf_layer(ls, "first_token", NULL);
-        layer_n(ls, "linear", b->pooler, "out", (double)b->D);
+        hf_layer_n(ls, "linear", b->pooler, "out", (double)b->D);
         hf_layer(ls, b->f->act, NULL);
     }
     if (b->task == TASK_MLM)
         mlm_head_spec(ls, b);
     else
-        layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
+        hf_layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
     if (b->task == TASK_QA)   /* (the start and end logits, the padding out of reach) */
         hf_layer(ls, "span", NULL);
     hf_image_loss(m);
@@ -832,15 +824,6 @@ int hf_bert_export(const Spec *s, const char *weights, const char *out, const ch
     hf_join_export_open(&e, s, weights);
     bert_walk(&b, hf_join_plan_export, &e);
     hf_join_export_adapters(&e);
-    char *config = hf_json_text(bert_hf_config(&b));
-    if (rt_mkdir_p(out) != 0)
-        cannot_write("export", out);
-    hf_join_write_export(&e, xasprintf("%s/model.safetensors", out));
-    hf_write_text("export", xasprintf("%s/config.json", out), config);
-    if (tok)
-        hf_copy_file("export", tok, xasprintf("%s/tokenizer.json", out));
-    printf("trainc: export: %s -> %s/config.json (%s), %s/model.safetensors (%d tensors)%s\n",
-           weights, out, b.f->type, out, e.out.n,
-           tok ? xasprintf(", %s/tokenizer.json", out) : "");
+    hf_join_text_export(&e, bert_hf_config(&b), b.f->type, weights, tok, out);
     return 0;
 }

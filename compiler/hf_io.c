@@ -464,6 +464,13 @@ cJSON *hf_layer(cJSON *list, const char *op, const char *name)
     return l;
 }
 
+cJSON *hf_layer_n(cJSON *list, const char *op, const char *name, const char *key, double v)
+{
+    cJSON *l = hf_layer(list, op, name);
+    cJSON_AddNumberToObject(l, key, v);
+    return l;
+}
+
 char *hf_layer_name(const Layer *l, int idx, const char *prefix)
 {
     return l->name ? xasprintf("%s%s", prefix, l->name) : xasprintf("%s%d", prefix, idx);

@@ -73,18 +73,32 @@ void hf_join_rows(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int6
     free(ours);
 }
 
-void hf_join_linear(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t out,
-                    int64_t in)
+void hf_join_linear_bias(hf_join_fn fn, void *ctx, const char *ours, const char *theirs,
+                         int64_t out, int64_t in, int bias)
 {
     hf_join_same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 2,
                  (int64_t[]){out, in});
-    hf_join_same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &out);
+    if (bias)
+        hf_join_same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &out);
+}
+
+void hf_join_linear(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t out,
+                    int64_t in)
+{
+    hf_join_linear_bias(fn, ctx, ours, theirs, out, in, 1);
+}
+
+void hf_join_layernorm_bias(hf_join_fn fn, void *ctx, const char *ours, const char *theirs,
+                            int64_t D, int bias)
+{
+    hf_join_same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 1, &D);
+    if (bias)
+        hf_join_same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &D);
 }
 
 void hf_join_layernorm(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t D)
 {
-    hf_join_same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 1, &D);
-    hf_join_same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &D);
+    hf_join_layernorm_bias(fn, ctx, ours, theirs, D, 1);
 }
 
 /* ---- import -------------------------------------------------------------------- */
@@ -132,10 +146,12 @@ void hf_join_plan_import(void *ctx, const HfJoin *j)
 /* one element of KIND at SCALE */
 static double fresh_draw(int kind, double scale, rt_rng *rng)
 {
+    if (kind == HF_FRESH_ONES)
+        return 1;
     double z = kind == HF_FRESH_UNIFORM ? 2 * rt_rng_uniform(rng) - 1 : rt_rng_normal(rng);
     while (kind == HF_FRESH_TRUNC && fabs(z) > 2)
         z = rt_rng_normal(rng);
-    return kind == HF_FRESH_ONES ? 1 : scale * z;
+    return scale * z;
 }
 
 /* P's elements drawn: normal(0, SCALE) (zeros at 0), that normal within 2 SCALE, uniform
@@ -304,6 +320,20 @@ void hf_join_write_export(const HfJoinExport *e, const char *path)
     free(x);
     if (rt_st_close(o) != 0)
         cannot_write("export", path);
+}
+
+void hf_join_text_export(const HfJoinExport *e, cJSON *config, const char *type,
+                         const char *weights, const char *tok, const char *out)
+{
+    char *text = hf_json_text(config);
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("export", out);
+    hf_join_write_export(e, xasprintf("%s/model.safetensors", out));
+    hf_write_text("export", xasprintf("%s/config.json", out), text);
+    if (tok)
+        hf_copy_file("export", tok, xasprintf("%s/tokenizer.json", out));
+    printf("trainc: export: %s -> %s/config.json (%s), %s/model.safetensors (%d tensors)%s\n",
+           weights, out, type, out, e->out.n, tok ? xasprintf(", %s/tokenizer.json", out) : "");
 }
 
 /* ---- export: a spec's layers matched to the architecture's ---------------------- */

@@ -52,22 +52,10 @@ typedef struct Mb {
 
 /* ---- the table of tensors ---------------------------------------------------------- */
 
-/* a linear OUT x IN, its bias where BIAS; a layernorm of D, its bias where the config has */
-static void mb_linear(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t out,
-                      int64_t in, int bias)
-{
-    hf_join_same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 2,
-                 (int64_t[]){out, in});
-    if (bias)
-        hf_join_same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &out);
-}
-
+/* a layernorm of D, its bias where the config has (norm_bias) */
 static void mb_norm(const Mb *b, hf_join_fn fn, void *ctx, const char *ours, const char *theirs)
 {
-    int64_t D = b->D;
-    hf_join_same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 1, &D);
-    if (b->norm_bias)
-        hf_join_same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &D);
+    hf_join_layernorm_bias(fn, ctx, ours, theirs, b->D, b->norm_bias);
 }
 
 /* Layer i's tensors (OURS: trainc's prefix of its layers; the attention's and the MLP's
@@ -79,16 +67,17 @@ static void mb_layer(const Mb *b, int64_t i, hf_join_fn fn, void *ctx)
     int64_t D = b->D;
     if (i)
         mb_norm(b, fn, ctx, xasprintf("%s%s", ours, b->attn_norm), xasprintf("%sattn_norm", th));
-    mb_linear(fn, ctx, xasprintf("%s%s.qkv", ours, i ? b->attn : b->attn0),
-              xasprintf("%sattn.Wqkv", th), 3 * D, D, b->attn_bias);
-    mb_linear(fn, ctx, xasprintf("%s%s.proj", ours, i ? b->attn : b->attn0),
-              xasprintf("%sattn.Wo", th), D, D, b->attn_bias);
+    const char *attn = i ? b->attn : b->attn0;
+    hf_join_linear_bias(fn, ctx, xasprintf("%s%s.qkv", ours, attn), xasprintf("%sattn.Wqkv", th),
+                        3 * D, D, b->attn_bias);
+    hf_join_linear_bias(fn, ctx, xasprintf("%s%s.proj", ours, attn), xasprintf("%sattn.Wo", th),
+                        D, D, b->attn_bias);
     mb_norm(b, fn, ctx, xasprintf("%s%s", ours, i ? b->mlp_norm : b->mlp_norm0),
             xasprintf("%smlp_norm", th));
-    mb_linear(fn, ctx, xasprintf("%s%s", ours, i ? b->mlp_in : b->mlp_in0),
-              xasprintf("%smlp.Wi", th), 2 * b->FF, D, b->mlp_bias);
-    mb_linear(fn, ctx, xasprintf("%s%s", ours, i ? b->mlp_out : b->mlp_out0),
-              xasprintf("%smlp.Wo", th), D, b->FF, b->mlp_bias);
+    hf_join_linear_bias(fn, ctx, xasprintf("%s%s", ours, i ? b->mlp_in : b->mlp_in0),
+                        xasprintf("%smlp.Wi", th), 2 * b->FF, D, b->mlp_bias);
+    hf_join_linear_bias(fn, ctx, xasprintf("%s%s", ours, i ? b->mlp_out : b->mlp_out0),
+                        xasprintf("%smlp.Wo", th), D, b->FF, b->mlp_bias);
 }
 
 /* A ModernBertModel's new prediction head as transformers' _init_weights draws it: the
@@ -119,7 +108,7 @@ static void mb_walk(const Mb *b, hf_join_fn fn, void *ctx)
     if (b->fresh_head)
         mb_fresh_head(b, fn, ctx);
     else {
-        mb_linear(fn, ctx, b->head_dense, "head.dense", b->D, b->D, b->head_bias);
+        hf_join_linear_bias(fn, ctx, b->head_dense, "head.dense", b->D, b->D, b->head_bias);
         mb_norm(b, fn, ctx, b->head_norm, "head.norm");
     }
     if (b->task == MB_MLM) {
@@ -131,7 +120,7 @@ static void mb_walk(const Mb *b, hf_join_fn fn, void *ctx)
                       HF_FRESH_TRUNC, std);
         hf_join_fresh(fn, ctx, xasprintf("%s.bias", b->head), 1, &b->cls.K, HF_FRESH_NORMAL, 0);
     } else
-        mb_linear(fn, ctx, b->head, "classifier", b->cls.K, b->D, 1);
+        hf_join_linear(fn, ctx, b->head, "classifier", b->cls.K, b->D);
 }
 
 /* The names import writes */
@@ -334,17 +323,9 @@ static void mb_classes(HfCfg *c, Mb *b, const char *labels)
                      "the model computes what trainc would");
 }
 
-/* a layer NAME of OP in list LS with one number KEY */
-static cJSON *mb_layer_n(cJSON *ls, const char *op, const char *name, const char *key, double v)
-{
-    cJSON *l = hf_layer(ls, op, name);
-    cJSON_AddNumberToObject(l, key, v);
-    return l;
-}
-
 static void mb_layernorm(cJSON *ls, const Mb *b, const char *name)
 {
-    cJSON *n = mb_layer_n(ls, "layernorm", name, "eps", b->eps);
+    cJSON *n = hf_layer_n(ls, "layernorm", name, "eps", b->eps);
     if (!b->norm_bias)
         cJSON_AddFalseToObject(n, "bias");
 }
@@ -358,7 +339,7 @@ static void mb_rope(cJSON *l, const char *key, double theta)
  * one with every N-th global) */
 static void mb_attention_spec(cJSON *ls, const Mb *b, const char *name, int global)
 {
-    cJSON *a = mb_layer_n(ls, "attention", name, "heads", (double)b->H);
+    cJSON *a = hf_layer_n(ls, "attention", name, "heads", (double)b->H);
     cJSON_AddFalseToObject(a, "causal");
     if (!b->attn_bias)
         cJSON_AddFalseToObject(a, "bias");
@@ -377,11 +358,11 @@ static void mb_mlp_spec(cJSON *ls, const Mb *b, const char *norm, const char *in
 {
     cJSON *r = cJSON_AddArrayToObject(hf_layer(ls, "residual", NULL), "body");
     mb_layernorm(r, b, norm);
-    cJSON *l = mb_layer_n(r, "linear", in, "out", (double)(2 * b->FF));
+    cJSON *l = hf_layer_n(r, "linear", in, "out", (double)(2 * b->FF));
     if (!b->mlp_bias)
         cJSON_AddFalseToObject(l, "bias");
     cJSON_AddStringToObject(hf_layer(r, "glu", NULL), "act", glu_act_names[b->act]);
-    l = mb_layer_n(r, "linear", out, "out", (double)b->D);
+    l = hf_layer_n(r, "linear", out, "out", (double)b->D);
     if (!b->mlp_bias)
         cJSON_AddFalseToObject(l, "bias");
 }
@@ -393,7 +374,7 @@ static void mb_head_spec(cJSON *ls, const Mb *b)
         cJSON_AddTrueToObject(hf_layer(ls, "token_mean", NULL), "first_sequence");
     else if (b->task == MB_SEQ)
         hf_layer(ls, "first_token", NULL);
-    cJSON *l = mb_layer_n(ls, "linear", b->head_dense, "out", (double)b->D);
+    cJSON *l = hf_layer_n(ls, "linear", b->head_dense, "out", (double)b->D);
     if (!b->head_bias)
         cJSON_AddFalseToObject(l, "bias");
     cJSON *g = hf_layer(ls, "gelu", NULL);
@@ -401,7 +382,7 @@ static void mb_head_spec(cJSON *ls, const Mb *b)
         cJSON_AddStringToObject(g, "approximate", "tanh");
     mb_layernorm(ls, b, b->head_norm);
     if (b->task != MB_MLM) {
-        mb_layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
+        hf_layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
         return;
     }
     l = hf_layer(ls, "linear", b->head);
@@ -433,7 +414,7 @@ static cJSON *mb_spec(const Mb *b, const char *name)
     cJSON_AddStringToObject(m, "name", name);
     mb_inputs(m, b);
     cJSON *ls = cJSON_AddArrayToObject(m, "layers");
-    cJSON *e = mb_layer_n(ls, "embedding", b->embed, "vocab", (double)b->V);
+    cJSON *e = hf_layer_n(ls, "embedding", b->embed, "vocab", (double)b->V);
     cJSON_AddNumberToObject(e, "dim", (double)b->D);
     cJSON_AddStringToObject(e, "input", "x");
     mb_layernorm(ls, b, b->embed_norm);
@@ -442,7 +423,7 @@ static cJSON *mb_spec(const Mb *b, const char *name)
     mb_attention_spec(r0, b, b->attn0, 1);
     mb_mlp_spec(ls, b, b->mlp_norm0, b->mlp_in0, b->mlp_out0);
     if (b->L > 1) {
-        cJSON *body = cJSON_AddArrayToObject(mb_layer_n(ls, "repeat", "blocks", "count",
+        cJSON *body = cJSON_AddArrayToObject(hf_layer_n(ls, "repeat", "blocks", "count",
                                                         (double)(b->L - 1)), "body");
         cJSON *r = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
         mb_layernorm(r, b, b->attn_norm);
@@ -720,15 +701,6 @@ int hf_modernbert_export(const Spec *s, const char *weights, const char *out, co
     hf_join_export_open(&e, s, weights);
     mb_walk(&b, hf_join_plan_export, &e);
     hf_join_export_adapters(&e);
-    char *config = hf_json_text(mb_hf_config(&b));
-    if (rt_mkdir_p(out) != 0)
-        cannot_write("export", out);
-    hf_join_write_export(&e, xasprintf("%s/model.safetensors", out));
-    hf_write_text("export", xasprintf("%s/config.json", out), config);
-    if (tok)
-        hf_copy_file("export", tok, xasprintf("%s/tokenizer.json", out));
-    printf("trainc: export: %s -> %s/config.json (modernbert), %s/model.safetensors (%d "
-           "tensors)%s\n", weights, out, out, e.out.n,
-           tok ? xasprintf(", %s/tokenizer.json", out) : "");
+    hf_join_text_export(&e, mb_hf_config(&b), "modernbert", weights, tok, out);
     return 0;
 }

@@ -60,7 +60,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
-from text_hf import specs as text_specs, train_like_specs  # noqa: E402
+from text_hf import lora_export, specs as text_specs, train_like_specs  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "bert_hf")
 T, N = 24, 128
@@ -186,22 +186,8 @@ def lora(name, cls, spec, imp, d, val):
     """5 steps of LoRA (rank 4, alpha 8, the head and pooler trained whole, as PEFT's
     modules_to_save), exported with the adapters merged: from_pretrained's loss is
     trainc's --eval of the adapted weights; without train.lora the export refuses them"""
-    t = json.load(open(imp + "/train5.json"))
-    t["train"]["lora"] = {"rank": 4, "alpha": 8, "train": ["head.*", "pooler.*"]}
-    t["train"]["optimizer"]["lr"] = 1e-2
-    json.dump(t, open(imp + "/lora5.json", "w"))
-    trainc("run", spec, imp + "/lora5.json", "--init", imp + "/init.safetensors", "--threads", 1,
-           "--quiet", "--out", d + "/lora5")
-    w = d + "/lora5/model.safetensors"
-    n_ad = sum(k.endswith(".lora_A.weight") for k in load_file(w))
-    trainc("export", "hf", spec, imp + "/lora5.json", "--weights", w, "-o", d + "/hf_lora")
-    ours = eval_loss(spec, imp + "/lora5.json", w, d + "/eval_lora")
-    theirs = hf_loss(cls.from_pretrained(d + "/hf_lora"), *val)
-    before = eval_loss(spec, imp + "/lora5.json", imp + "/init.safetensors", d + "/eval_lora0")
-    check(n_ad > 0 and rel(ours, theirs) <= 1e-5 and rel(ours, before) > 1e-3,
-          "%s: LoRA (%d adapters) trained 5 steps (loss %.5f -> %.5f), exported merged: "
-          "from_pretrained's loss %.7f (%.1e)" % (name, n_ad, before, ours, theirs,
-                                                  rel(ours, theirs)))
+    w = lora_export(name, imp, d, ["head.*", "pooler.*"],
+                    lambda folder: hf_loss(cls.from_pretrained(folder), *val))
     refused("%s: LoRA weights exported with a spec without train.lora" % name,
             ["export", "hf", spec, imp + "/train5.json", "--weights", w, "-o", d + "/hf_nolora"],
             "is a LoRA adapter and the spec has no train.lora", d + "/hf_nolora")

@@ -80,8 +80,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
-from text_hf import (exported_back, fake_gpu_vs_cpu, license_lines, parity_steps,  # noqa: E402
-                     specs, trained_export)
+from text_hf import (exported_back, fake_gpu_vs_cpu, license_lines, lora_export,  # noqa: E402
+                     parity_steps, specs, trained_export)
 
 OUT = os.path.join(ROOT, "build", "tests", "modernbert_hf")
 T, N, V, PAD, MASK = 32, 96, 120, 0, 3
@@ -184,34 +184,12 @@ def case(name, cls, cfg, task, K, rng, fake_gpu=False):
           "%s: trained, exported as %s, from_pretrained's loss %.7f, trainc --eval %.7f (%.1e)"
           % (name, back.config.architectures, theirs, ours, rel(ours, theirs)))
     if name == "seq":
-        lora(name, cls, imp, d, x, lens, y)
+        lora_export(name, imp, d, ["head_*", "classifier.*"],
+                    lambda folder: val_loss(cls.from_pretrained(folder), x, lens, y))
     if fake_gpu:
         os.makedirs(d + "/gpu")
         fake_gpu_vs_cpu("%s (windows both ways over padded rows)" % name, imp, d + "/gpu",
                         bf16=False)
-
-
-def lora(name, cls, imp, d, x, lens, y):
-    """5 steps of LoRA (rank 4, alpha 8, the head and classifier trained whole, PEFT's
-    modules_to_save), exported with the adapters merged: from_pretrained's loss is
-    trainc's --eval of the adapted weights"""
-    t = json.load(open(imp + "/train5.json"))
-    t["train"]["lora"] = {"rank": 4, "alpha": 8, "train": ["head_*", "classifier.*"]}
-    t["train"]["optimizer"]["lr"] = 1e-2
-    json.dump(t, open(imp + "/lora5.json", "w"))
-    spec = imp + "/model.json"
-    trainc("run", spec, imp + "/lora5.json", "--init", imp + "/init.safetensors", "--threads", 1,
-           "--quiet", "--out", d + "/lora5")
-    w = d + "/lora5/model.safetensors"
-    n_ad = sum(k.endswith(".lora_A.weight") for k in load_file(w))
-    trainc("export", "hf", spec, imp + "/lora5.json", "--weights", w, "-o", d + "/hf_lora")
-    ours = eval_loss(spec, imp + "/lora5.json", w, d + "/eval_lora")
-    theirs = val_loss(cls.from_pretrained(d + "/hf_lora"), x, lens, y)
-    before = eval_loss(spec, imp + "/lora5.json", imp + "/init.safetensors", d + "/eval_lora0")
-    check(n_ad > 0 and rel(ours, theirs) <= 1e-5 and rel(ours, before) > 1e-3,
-          "%s: LoRA (%d adapters) trained 5 steps (loss %.5f -> %.5f), exported merged: "
-          "from_pretrained's loss %.7f (%.1e)" % (name, n_ad, before, ours, theirs,
-                                                  rel(ours, theirs)))
 
 
 def new_classifier():

@@ -1,9 +1,9 @@
-"""What the text models' tests against transformers share (tests/bert_token_hf.py,
-tests/bert_mlm_hf.py, tests/seq_cls_hf.py, tests/reward_hf.py, tests/decoder_token_hf.py,
-tests/xlmr_hf.py, tests/qa_hf.py):
+"""What the text models' tests against transformers share (tests/bert_hf.py,
+tests/bert_token_hf.py, tests/bert_mlm_hf.py, tests/modernbert_hf.py, tests/seq_cls_hf.py,
+tests/reward_hf.py, tests/decoder_token_hf.py, tests/xlmr_hf.py, tests/qa_hf.py):
 Debian's license texts as lines of words, tokenizers trained over them (no hub), the
-training specs their parity checks run and the steps of both sides compared, and an
-import's run on the fake GPU against the CPU."""
+training specs their parity checks run and the steps of both sides compared, a LoRA run
+exported merged, and an import's run on the fake GPU against the CPU."""
 import glob
 import json
 import os
@@ -156,6 +156,33 @@ def trained_export(imp, d, *export_args):
            d + "/run5/model.safetensors", *export_args, "-o", d + "/hf")
     return eval_loss(imp + "/model.json", imp + "/eval.json", d + "/run5/model.safetensors",
                      d + "/eval5")
+
+
+def lora_export(name, imp, d, whole, theirs_of):
+    """5 steps of LoRA from IMP/train5.json (rank 4, alpha 8, the tensors WHOLE names
+    trained whole, as PEFT's modules_to_save) in D/lora5, exported with the adapters merged
+    to D/hf_lora: transformers' loss of that folder (THEIRS_OF(folder)) is trainc's --eval
+    of the adapted weights within 1e-5, and the run moved the loss; the weights' path"""
+    from safetensors.torch import load_file
+    from image_hf import check, eval_loss, rel, trainc
+    spec = imp + "/model.json"
+    t = json.load(open(imp + "/train5.json"))
+    t["train"]["lora"] = {"rank": 4, "alpha": 8, "train": whole}
+    t["train"]["optimizer"]["lr"] = 1e-2
+    json.dump(t, open(imp + "/lora5.json", "w"))
+    trainc("run", spec, imp + "/lora5.json", "--init", imp + "/init.safetensors", "--threads", 1,
+           "--quiet", "--out", d + "/lora5")
+    w = d + "/lora5/model.safetensors"
+    n_ad = sum(k.endswith(".lora_A.weight") for k in load_file(w))
+    trainc("export", "hf", spec, imp + "/lora5.json", "--weights", w, "-o", d + "/hf_lora")
+    ours = eval_loss(spec, imp + "/lora5.json", w, d + "/eval_lora")
+    theirs = theirs_of(d + "/hf_lora")
+    before = eval_loss(spec, imp + "/lora5.json", imp + "/init.safetensors", d + "/eval_lora0")
+    check(n_ad > 0 and rel(ours, theirs) <= 1e-5 and rel(ours, before) > 1e-3,
+          "%s: LoRA (%d adapters) trained 5 steps (loss %.5f -> %.5f), exported merged: "
+          "from_pretrained's loss %.7f (%.1e)" % (name, n_ad, before, ours, theirs,
+                                                  rel(ours, theirs)))
+    return w
 
 
 def fake_gpu_vs_cpu(what, imp, d, bf16=True):
